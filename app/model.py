@@ -1,0 +1,204 @@
+"""Frozen records shared by every layer: samples, snapshots, deltas and windows.
+
+The core (``windows``, ``diagnose``, alert state) only ever sees these types; the edges
+(``scrape``, ``sources``, ``store``) build them. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import NamedTuple
+
+INF = math.inf
+
+
+class Sample(NamedTuple):
+    """One exposition sample line: full sample name, labels, value, optional timestamp."""
+
+    name: str
+    labels: tuple[tuple[str, str], ...]
+    value: float
+    timestamp: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Histogram:
+    """A cumulative histogram as read from one scrape (engines already folded).
+
+    ``bounds`` are the finite upper bounds, ascending; ``counts`` are cumulative and have
+    one more entry than ``bounds`` (the last one is the ``+Inf`` bucket).
+    """
+
+    bounds: tuple[float, ...]
+    counts: tuple[float, ...]
+    sum: float
+    count: float
+
+
+class SignalKind(StrEnum):
+    HISTOGRAM = "histogram"
+    GAUGE = "gauge"
+    COUNTER = "counter"
+
+
+# Canonical signals (DESIGN.md). The core sees only these names.
+HISTOGRAM_SIGNALS: tuple[str, ...] = (
+    "ttft",
+    "itl",
+    "tpot",
+    "e2e",
+    "queue_time",
+    "prefill_time",
+    "decode_time",
+    "prompt_len",
+    "gen_len",
+    "step_tokens",
+)
+GAUGE_SIGNALS: tuple[str, ...] = ("running", "waiting", "kv_usage", "prefix_hit_rate")
+COUNTER_SIGNALS: tuple[str, ...] = (
+    "preemptions",
+    "prompt_tokens",
+    "generation_tokens",
+    "prefix_queries",
+    "prefix_hits",
+)
+# Signals every diagnosis needs; a stream lacking one of these reports it as missing.
+CORE_SIGNALS: tuple[str, ...] = ("ttft", "itl", "running", "waiting", "kv_usage")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamSnapshot:
+    """Cumulative state of one stream (target, model_name) at one scrape.
+
+    ``counters`` also carries ``finished:<reason>`` entries from
+    ``vllm:request_success_total``. ``engines`` keeps the per-engine gauges
+    (``{"0": {"running": 3.0, ...}}``) for drill-down; everything else is folded.
+    ``missing`` lists canonical signals the page did not carry.
+    """
+
+    model_name: str
+    histograms: dict[str, Histogram] = field(default_factory=dict)
+    counters: dict[str, float] = field(default_factory=dict)
+    gauges: dict[str, float] = field(default_factory=dict)
+    engines: dict[str, dict[str, float]] = field(default_factory=dict)
+    info: dict[str, str] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
+    # "blocks" for vLLM 0.8.x gpu_prefix_cache_* counters, else "tokens".
+    prefix_unit: str = "tokens"
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything one scrape of one target yielded, already normalised."""
+
+    target: str
+    ts: float
+    streams: dict[str, StreamSnapshot]
+    metrics_disabled: bool = False
+    parse_errors: int = 0
+
+
+class ErrorKind(StrEnum):
+    """Why a scrape failed. ``ok`` scrapes carry no error kind."""
+
+    REFUSED = "refused"
+    TIMEOUT = "timeout"
+    HTTP_STATUS = "http_status"
+    TOO_LARGE = "too_large"
+    NOT_PROMETHEUS = "not_prometheus"
+    METRICS_DISABLED = "metrics_disabled"
+    BUCKET_LAYOUT_CHANGED = "bucket_layout_changed"
+    TOO_MANY_SERIES = "too_many_series"
+    CONNECT = "connect"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class HistogramDelta:
+    """Increase of one histogram over an interval, stored sparse.
+
+    ``buckets`` maps a bucket index (into ``bounds`` + the ``+Inf`` bucket, so
+    ``len(bounds)`` is ``+Inf``) to the increase of that bucket alone (not cumulative).
+    Buckets that did not change are absent.
+    """
+
+    bounds: tuple[float, ...]
+    buckets: dict[int, float]
+    sum: float
+    count: float
+
+
+@dataclass(frozen=True, slots=True)
+class IntervalDelta:
+    """What changed in one stream between two consecutive successful scrapes.
+
+    ``start``/``end`` are the scrape times. ``gauges`` are the values at ``end``.
+    ``reset`` is true when any counter or histogram decreased (a restart) or changed
+    bucket layout; the affected deltas are then the current cumulative values, as
+    Prometheus' ``increase()`` does.
+    """
+
+    target: str
+    model_name: str
+    start: float
+    end: float
+    histograms: dict[str, HistogramDelta]
+    counters: dict[str, float]
+    gauges: dict[str, float]
+    reset: bool = False
+    missing: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Quantile:
+    """A histogram quantile. ``value`` is None with no observations.
+
+    ``ge_top_bucket`` means the rank fell in the ``+Inf`` bucket: the true value is at
+    least ``value`` (the highest finite bound) and must be shown as "≥ value".
+    """
+
+    value: float | None
+    ge_top_bucket: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class GaugeStats:
+    """Average and maximum of a gauge's samples inside a window (None when unsampled)."""
+
+    avg: float | None
+    max: float | None
+    last: float | None = None
+
+
+QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One stream's numbers over ``[start, end)``, the sum of its interval deltas.
+
+    ``quantiles[signal][p]`` for p in ``p50``/``p90``/``p99``; ``means[signal]`` is
+    Δsum/Δcount (None with no observations); ``observations[signal]`` is Δcount;
+    ``increases[counter]`` and ``rates[counter]`` (per second over the covered time);
+    ``gauges[signal]`` avg/max of the samples; ``histograms`` the summed deltas, kept so
+    fleet views and SLO attainment can recompute from buckets. ``covered`` is the seconds
+    of the window covered by deltas; ``intervals`` how many deltas were summed.
+    """
+
+    target: str
+    model_name: str
+    start: float
+    end: float
+    quantiles: dict[str, dict[str, Quantile]]
+    means: dict[str, float | None]
+    observations: dict[str, float]
+    increases: dict[str, float]
+    rates: dict[str, float | None]
+    gauges: dict[str, GaugeStats]
+    histograms: dict[str, HistogramDelta]
+    covered: float
+    intervals: int
+    reset: bool = False
+    missing: tuple[str, ...] = ()
