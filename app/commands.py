@@ -1,0 +1,13 @@
+"""Registry of sub-commands: each owning module exposes ``register(subparsers)``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register_all(sub: Any) -> None:
+    """Attach every sub-command to ``sub`` (an argparse sub-parsers action)."""
+    from app.sim import cli as sim_cli
+
+    for module in (sim_cli,):
+        module.register(sub)
