@@ -1,0 +1,183 @@
+"""Settings: a YAML file, then ``PHASEWATCH_*`` environment variables, then CLI flags.
+
+This is the only module that reads the environment. Precedence, lowest first: defaults,
+the YAML file, the environment (``PHASEWATCH_SCRAPE__INTERVAL=10``, nested with ``__``),
+then command-line overrides. A bad value raises :class:`ConfigError` with one line that
+names the field; the CLI prints it and exits 2 before anything starts.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the field."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TargetConfig(_Strict):
+    """One vLLM server to scrape."""
+
+    name: str
+    url: str
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("must be 1-128 characters of letters, digits and _.:@-")
+        return v
+
+    @field_validator("url")
+    @classmethod
+    def _url_ok(cls, v: str) -> str:
+        if not re.match(r"^(https?://[^\s/]+.*|file://.+)$", v):
+            raise ValueError("must be an http(s):// URL")
+        return v
+
+
+class ScrapeConfig(_Strict):
+    interval: float = Field(5.0, gt=0, le=3600, description="seconds between scrapes")
+    timeout: float = Field(4.0, gt=0, le=300, description="per-target timeout, seconds")
+    max_body_bytes: int = Field(10_000_000, gt=0, description="larger pages are refused")
+    concurrency: int = Field(64, ge=1, le=10_000, description="scrapes in flight at once")
+
+
+class WindowConfig(_Strict):
+    length: float = Field(60.0, gt=0, description="default window length, seconds")
+    step: float = Field(15.0, gt=0, description="default step between windows, seconds")
+
+
+class SloValues(_Strict):
+    ttft_p99: float = Field(2.0, gt=0, description="TTFT p99 objective, seconds")
+    itl_p99: float = Field(0.1, gt=0, description="inter-token latency p99 objective, seconds")
+
+
+class SloConfig(SloValues):
+    """Default SLOs plus overrides keyed by target name or model name."""
+
+    overrides: dict[str, SloValues] = Field(default_factory=dict)
+
+    def for_stream(self, target: str, model_name: str) -> SloValues:
+        """Return the SLO for a stream: a target override wins over a model override."""
+        for key in (target, model_name):
+            if key in self.overrides:
+                return self.overrides[key]
+        return SloValues(ttft_p99=self.ttft_p99, itl_p99=self.itl_p99)
+
+
+class StorageConfig(_Strict):
+    path: str = Field("phasewatch.db", description="SQLite file; ':memory:' for none")
+    retention_days: float = Field(7.0, gt=0, description="history older than this is dropped")
+
+
+class ServerConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(8321, ge=0, le=65535)
+
+
+class Settings(BaseSettings):
+    """Everything phasewatch can be told."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PHASEWATCH_", env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    targets: list[TargetConfig] = Field(default_factory=list)
+    scrape: ScrapeConfig = Field(default_factory=ScrapeConfig)
+    window: WindowConfig = Field(default_factory=WindowConfig)
+    slo: SloConfig = Field(default_factory=SloConfig)
+    storage: StorageConfig = Field(default_factory=StorageConfig)
+    server: ServerConfig = Field(default_factory=ServerConfig)
+
+    @field_validator("targets")
+    @classmethod
+    def _unique_names(cls, v: list[TargetConfig]) -> list[TargetConfig]:
+        seen: set[str] = set()
+        for t in v:
+            if t.name in seen:
+                raise ValueError(f"duplicate target name {t.name!r}")
+            seen.add(t.name)
+        return v
+
+
+class _FileSource(PydanticBaseSettingsSource):
+    """The YAML file's contents, as a settings source below the environment."""
+
+    def __init__(self, settings_cls: type[BaseSettings], data: dict[str, Any]) -> None:
+        super().__init__(settings_cls)
+        self._data = data
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+def parse_target_flag(flag: str) -> dict[str, str]:
+    """Turn ``NAME=URL`` into a target mapping."""
+    name, sep, url = flag.partition("=")
+    if not sep or not name or not url:
+        raise ConfigError(f"--target {flag!r}: expected NAME=URL")
+    return {"name": name, "url": url}
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    more = f" (and {err.error_count() - 1} more)" if err.error_count() > 1 else ""
+    return f"config error in {source}: {loc}: {first['msg']}{more}"
+
+
+def load_settings(
+    path: str | Path | None = None, overrides: dict[str, Any] | None = None
+) -> Settings:
+    """Load settings from an optional YAML file, the environment and CLI overrides."""
+    data: dict[str, Any] = {}
+    source = "environment"
+    if path is not None:
+        source = str(path)
+        try:
+            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"config error: cannot read {path}: {exc.strerror}") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config error in {path}: not valid YAML: {exc}") from exc
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise ConfigError(f"config error in {path}: the top level must be a mapping")
+        data = raw
+
+    class _Loaded(Settings):
+        @classmethod
+        def settings_customise_sources(
+            cls,
+            settings_cls: type[BaseSettings],
+            init_settings: PydanticBaseSettingsSource,
+            env_settings: PydanticBaseSettingsSource,
+            dotenv_settings: PydanticBaseSettingsSource,
+            file_secret_settings: PydanticBaseSettingsSource,
+        ) -> tuple[PydanticBaseSettingsSource, ...]:
+            # Command-line overrides, then the environment, then the file.
+            return (init_settings, env_settings, _FileSource(settings_cls, data))
+
+    try:
+        loaded = _Loaded(**(overrides or {}))
+    except ValidationError as exc:
+        raise ConfigError(_format_error(exc, source)) from exc
+    return Settings.model_construct(**dict(loaded))

@@ -1,0 +1,125 @@
+"""Fetch a ``/metrics`` page with a timeout and a size cap, and name what went wrong.
+
+Every outcome is a :class:`FetchResult`; nothing here raises for a bad target. Error
+kinds: ``refused`` (nothing listens), ``connect`` (other connection failures, DNS),
+``timeout``, ``http_status`` (non-2xx), ``too_large`` (body over the cap, counted after
+gzip decoding so a compressed bomb is caught too), ``not_prometheus`` (decided by the
+caller after parsing), ``other``.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from app.model import ErrorKind
+
+ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    """Body text on success, else an error kind and a one-line message."""
+
+    url: str
+    started: float
+    duration: float
+    text: str | None = None
+    nbytes: int = 0
+    error_kind: ErrorKind | None = None
+    error: str | None = None
+    status: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is None
+
+
+def _connect_kind(exc: BaseException) -> ErrorKind:
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, ConnectionRefusedError) or (
+            isinstance(cause, OSError) and cause.errno == errno.ECONNREFUSED
+        ):
+            return ErrorKind.REFUSED
+        cause = cause.__cause__ or cause.__context__
+    return ErrorKind.REFUSED if "refused" in str(exc).lower() else ErrorKind.CONNECT
+
+
+async def fetch(
+    client: httpx.AsyncClient, url: str, *, timeout: float, max_bytes: int
+) -> FetchResult:
+    """GET ``url`` and return its text, or the reason it could not be had."""
+    started = time.time()
+    t0 = time.perf_counter()
+
+    def done(**kw: object) -> FetchResult:
+        return FetchResult(url=url, started=started, duration=time.perf_counter() - t0, **kw)  # type: ignore[arg-type]
+
+    try:
+        async with client.stream(
+            "GET", url, timeout=timeout, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip"}
+        ) as resp:
+            if not 200 <= resp.status_code < 300:
+                return done(
+                    error_kind=ErrorKind.HTTP_STATUS,
+                    error=f"HTTP {resp.status_code}",
+                    status=resp.status_code,
+                )
+            declared = resp.headers.get("content-length", "")
+            plain = "gzip" not in resp.headers.get("content-encoding", "")
+            if plain and declared.isdigit() and int(declared) > max_bytes:
+                return done(
+                    error_kind=ErrorKind.TOO_LARGE,
+                    error=f"page of {declared} bytes exceeds the {max_bytes}-byte cap",
+                    status=resp.status_code,
+                )
+            chunks: list[bytes] = []
+            size = 0
+            async for chunk in resp.aiter_bytes():
+                size += len(chunk)
+                if size > max_bytes:
+                    return done(
+                        error_kind=ErrorKind.TOO_LARGE,
+                        error=f"page exceeds the {max_bytes}-byte cap",
+                        status=resp.status_code,
+                    )
+                chunks.append(chunk)
+            body = b"".join(chunks)
+            return done(
+                text=body.decode("utf-8", errors="replace"), nbytes=size, status=resp.status_code
+            )
+    except httpx.TimeoutException:
+        return done(error_kind=ErrorKind.TIMEOUT, error=f"no complete answer within {timeout:g} s")
+    except httpx.ConnectError as exc:
+        kind = _connect_kind(exc)
+        msg = "connection refused" if kind is ErrorKind.REFUSED else f"cannot connect: {exc}"
+        return done(error_kind=kind, error=msg)
+    except httpx.HTTPError as exc:
+        return done(error_kind=ErrorKind.OTHER, error=f"{type(exc).__name__}: {exc}"[:300])
+
+
+def read_file(path: str | Path, *, max_bytes: int) -> FetchResult:
+    """Read a saved page from disk with the same cap and result shape as :func:`fetch`."""
+    started = time.time()
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+        if size > max_bytes:
+            return FetchResult(
+                str(p),
+                started,
+                0.0,
+                error_kind=ErrorKind.TOO_LARGE,
+                error=f"file of {size} bytes exceeds the {max_bytes}-byte cap",
+            )
+        data = p.read_bytes()
+    except OSError as exc:
+        return FetchResult(str(p), started, 0.0, error_kind=ErrorKind.OTHER, error=str(exc))
+    return FetchResult(
+        str(p), started, 0.0, text=data.decode("utf-8", errors="replace"), nbytes=len(data)
+    )

@@ -1,0 +1,279 @@
+"""SQLite store (WAL): interval deltas, scrape health, last snapshots, retention.
+
+One connection guarded by a lock; callers on the event loop hand work to a thread.
+Schema changes are numbered migrations applied in order and recorded in
+``PRAGMA user_version``, so an older file is upgraded in place and a newer one refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from app.model import IntervalDelta, StreamSnapshot
+from app.store.codec import decode_delta, decode_stream, encode_delta, encode_stream
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the data path
+    """
+    CREATE TABLE streams(
+        id INTEGER PRIMARY KEY,
+        target TEXT NOT NULL,
+        model_name TEXT NOT NULL,
+        UNIQUE(target, model_name)
+    );
+    CREATE TABLE layouts(id INTEGER PRIMARY KEY, bounds TEXT NOT NULL UNIQUE);
+    CREATE TABLE intervals(
+        stream_id INTEGER NOT NULL,
+        end_ts REAL NOT NULL,
+        start_ts REAL NOT NULL,
+        reset INTEGER NOT NULL,
+        payload BLOB NOT NULL,
+        PRIMARY KEY(stream_id, end_ts)
+    ) WITHOUT ROWID;
+    CREATE TABLE scrapes(
+        target TEXT NOT NULL,
+        ts REAL NOT NULL,
+        ok INTEGER NOT NULL,
+        error_kind TEXT,
+        error TEXT,
+        duration REAL NOT NULL,
+        bytes INTEGER NOT NULL,
+        parse_errors INTEGER NOT NULL,
+        PRIMARY KEY(target, ts)
+    ) WITHOUT ROWID;
+    CREATE TABLE last_snapshot(
+        target TEXT NOT NULL,
+        model_name TEXT NOT NULL,
+        ts REAL NOT NULL,
+        payload BLOB NOT NULL,
+        PRIMARY KEY(target, model_name)
+    ) WITHOUT ROWID;
+    """,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ScrapeRecord:
+    """The outcome of one scrape of one target."""
+
+    target: str
+    ts: float
+    ok: bool
+    error_kind: str | None
+    error: str | None
+    duration: float
+    bytes: int
+    parse_errors: int
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be used (newer schema, not a database, …)."""
+
+
+class Store:
+    """Repository over one SQLite file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot use store {self.path}: {exc}") from exc
+        self._layouts: dict[tuple[float, ...], int] = {}
+        self._bounds: dict[int, tuple[float, ...]] = {}
+        self._streams: dict[tuple[str, str], int] = {}
+        self._load_caches()
+
+    # -- schema ---------------------------------------------------------------------------
+    def _migrate(self) -> None:
+        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        if version > len(MIGRATIONS):
+            raise StoreError(
+                f"store {self.path} has schema {version}, newer than this phasewatch "
+                f"({len(MIGRATIONS)}); upgrade phasewatch or use another file"
+            )
+        for number in range(version + 1, len(MIGRATIONS) + 1):
+            self._db.execute("BEGIN")
+            for statement in MIGRATIONS[number - 1].split(";"):
+                if statement.strip():
+                    self._db.execute(statement)
+            self._db.execute(f"PRAGMA user_version = {number}")
+            self._db.execute("COMMIT")
+
+    @property
+    def schema_version(self) -> int:
+        with self._lock:
+            return int(self._db.execute("PRAGMA user_version").fetchone()[0])
+
+    def _load_caches(self) -> None:
+        for lid, text in self._db.execute("SELECT id, bounds FROM layouts"):
+            bounds = tuple(float(b) for b in json.loads(text))
+            self._layouts[bounds] = lid
+            self._bounds[lid] = bounds
+        for sid, target, model in self._db.execute("SELECT id, target, model_name FROM streams"):
+            self._streams[(target, model)] = sid
+
+    def _layout_id(self, bounds: tuple[float, ...]) -> int:
+        lid = self._layouts.get(bounds)
+        if lid is None:
+            cur = self._db.execute(
+                "INSERT INTO layouts(bounds) VALUES (?)", (json.dumps(list(bounds)),)
+            )
+            lid = int(cur.lastrowid or 0)
+            self._layouts[bounds] = lid
+            self._bounds[lid] = bounds
+        return lid
+
+    def _stream_id(self, target: str, model_name: str) -> int:
+        sid = self._streams.get((target, model_name))
+        if sid is None:
+            cur = self._db.execute(
+                "INSERT INTO streams(target, model_name) VALUES (?, ?)", (target, model_name)
+            )
+            sid = int(cur.lastrowid or 0)
+            self._streams[(target, model_name)] = sid
+        return sid
+
+    # -- writes ---------------------------------------------------------------------------
+    def write_round(
+        self,
+        scrapes: Sequence[ScrapeRecord],
+        deltas: Sequence[IntervalDelta],
+        snapshots: Sequence[tuple[str, float, StreamSnapshot]],
+    ) -> None:
+        """Write one scrape round (health, deltas, latest snapshots) in one transaction."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO scrapes VALUES (?,?,?,?,?,?,?,?)",
+                    [
+                        (
+                            s.target,
+                            s.ts,
+                            int(s.ok),
+                            s.error_kind,
+                            s.error,
+                            s.duration,
+                            s.bytes,
+                            s.parse_errors,
+                        )
+                        for s in scrapes
+                    ],
+                )
+                rows = []
+                for d in deltas:
+                    sid = self._stream_id(d.target, d.model_name)
+                    rows.append(
+                        (sid, d.end, d.start, int(d.reset), encode_delta(d, self._layout_id))
+                    )
+                self._db.executemany("INSERT OR REPLACE INTO intervals VALUES (?,?,?,?,?)", rows)
+                self._db.executemany(
+                    "INSERT OR REPLACE INTO last_snapshot VALUES (?,?,?,?)",
+                    [(t, s.model_name, ts, encode_stream(s)) for t, ts, s in snapshots],
+                )
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+
+    def enforce_retention(self, now: float, retention_s: float) -> int:
+        """Drop intervals and scrape rows older than the retention; return rows removed."""
+        cutoff = now - retention_s
+        with self._lock:
+            a = self._db.execute("DELETE FROM intervals WHERE end_ts < ?", (cutoff,)).rowcount
+            b = self._db.execute("DELETE FROM scrapes WHERE ts < ?", (cutoff,)).rowcount
+            return int(a) + int(b)
+
+    # -- reads ----------------------------------------------------------------------------
+    def streams(self, target: str | None = None) -> list[tuple[str, str]]:
+        """Known (target, model_name) pairs, optionally for one target."""
+        with self._lock:
+            return sorted(k for k in self._streams if target is None or k[0] == target)
+
+    def intervals(
+        self, target: str, model_name: str, start: float, end: float
+    ) -> list[IntervalDelta]:
+        """Interval deltas of a stream whose end lies in ``(start, end]``, oldest first."""
+        with self._lock:
+            sid = self._streams.get((target, model_name))
+            if sid is None:
+                return []
+            rows = self._db.execute(
+                "SELECT end_ts, start_ts, reset, payload FROM intervals "
+                "WHERE stream_id = ? AND end_ts > ? AND end_ts <= ? ORDER BY end_ts",
+                (sid, start, end),
+            ).fetchall()
+            bounds_of = self._bounds.__getitem__
+        return [
+            decode_delta(
+                payload,
+                target=target,
+                model_name=model_name,
+                start=s,
+                end=e,
+                reset=bool(r),
+                bounds_of=bounds_of,
+            )
+            for e, s, r, payload in rows
+        ]
+
+    def last_snapshots(self) -> dict[str, tuple[float, dict[str, StreamSnapshot]]]:
+        """The latest cumulative snapshot per target, to resume deltas after a restart."""
+        out: dict[str, tuple[float, dict[str, StreamSnapshot]]] = {}
+        with self._lock:
+            rows = self._db.execute("SELECT target, ts, payload FROM last_snapshot").fetchall()
+        for target, ts, payload in rows:
+            stream = decode_stream(payload)
+            prev_ts, streams = out.get(target, (ts, {}))
+            streams[stream.model_name] = stream
+            out[target] = (max(prev_ts, ts), streams)
+        return out
+
+    def last_scrapes(self) -> dict[str, ScrapeRecord]:
+        """The most recent scrape record of every target."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT target, MAX(ts), ok, error_kind, error, duration, bytes, parse_errors "
+                "FROM scrapes GROUP BY target"
+            ).fetchall()
+        return {
+            r[0]: ScrapeRecord(r[0], r[1], bool(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows
+        }
+
+    def scrapes(self, target: str, start: float, end: float) -> list[ScrapeRecord]:
+        """Scrape records of one target in ``(start, end]``, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT target, ts, ok, error_kind, error, duration, bytes, parse_errors "
+                "FROM scrapes WHERE target = ? AND ts > ? AND ts <= ? ORDER BY ts",
+                (target, start, end),
+            ).fetchall()
+        return [ScrapeRecord(r[0], r[1], bool(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
+
+    def size_bytes(self) -> int:
+        """Bytes used by the database pages (excluding the WAL)."""
+        with self._lock:
+            (count,) = self._db.execute("PRAGMA page_count").fetchone()
+            (size,) = self._db.execute("PRAGMA page_size").fetchone()
+        return int(count) * int(size)
+
+    def checkpoint(self) -> None:
+        """Fold the WAL into the main file."""
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

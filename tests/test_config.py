@@ -1,0 +1,82 @@
+from pathlib import Path
+
+import pytest
+
+from app.config import ConfigError, load_settings, parse_target_flag
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "phasewatch.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_defaults_need_no_file() -> None:
+    s = load_settings()
+    assert s.scrape.interval == 5.0
+    assert s.slo.ttft_p99 == 2.0 and s.slo.itl_p99 == 0.1
+    assert s.storage.retention_days == 7.0
+    assert s.server.host == "127.0.0.1"
+
+
+def test_yaml_file_sets_targets_and_slos(tmp_path: Path) -> None:
+    p = write(
+        tmp_path,
+        """
+targets:
+  - name: llama-a
+    url: http://127.0.0.1:8000/metrics
+    labels: {cluster: eu}
+slo:
+  ttft_p99: 1.5
+  overrides:
+    llama-a: {ttft_p99: 0.5, itl_p99: 0.05}
+""",
+    )
+    s = load_settings(p)
+    assert s.targets[0].labels == {"cluster": "eu"}
+    assert s.slo.for_stream("llama-a", "m").ttft_p99 == 0.5
+    assert s.slo.for_stream("other", "m").ttft_p99 == 1.5
+
+
+def test_environment_overrides_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = write(tmp_path, "scrape: {interval: 10}\n")
+    monkeypatch.setenv("PHASEWATCH_SCRAPE__INTERVAL", "2.5")
+    assert load_settings(p).scrape.interval == 2.5
+
+
+def test_cli_overrides_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PHASEWATCH_SERVER__PORT", "9000")
+    assert load_settings(None, {"server": {"port": 9100}}).server.port == 9100
+
+
+@pytest.mark.parametrize(
+    ("text", "field"),
+    [
+        ("scrape: {interval: -1}\n", "scrape.interval"),
+        ("scrape: {intervall: 5}\n", "scrape.intervall"),
+        ("targets: [{name: a, url: 'ftp://x'}]\n", "targets.0.url"),
+        ("targets: [{name: a, url: 'http://x'}, {name: a, url: 'http://y'}]\n", "targets"),
+        ("slo: {ttft_p99: fast}\n", "slo.ttft_p99"),
+    ],
+)
+def test_bad_value_names_the_field(tmp_path: Path, text: str, field: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        load_settings(write(tmp_path, text))
+    assert f": {field}:" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unreadable_and_non_mapping_files_are_clear(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(tmp_path / "absent.yaml")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_settings(write(tmp_path, "- a\n- b\n"))
+    with pytest.raises(ConfigError, match="YAML"):
+        load_settings(write(tmp_path, "a: [\n"))
+
+
+def test_target_flag_parses_and_rejects() -> None:
+    assert parse_target_flag("a=http://h:1/metrics") == {"name": "a", "url": "http://h:1/metrics"}
+    with pytest.raises(ConfigError):
+        parse_target_flag("no-url")
