@@ -1,0 +1,276 @@
+"""``diagnose(window, config)``: the rules, their precedence, confidence and hints.
+
+Order of decision:
+
+1. **insufficient_data** — a core signal is missing, the window has no deltas, too little
+   of it is covered, or too many scrapes failed. Rules that could still run are reported
+   as secondary findings. Never healthy.
+2. **idle** — nothing running, waiting or finishing.
+3. The problem classes that hold, by precedence: **kv_pressure** (a full pool makes
+   requests wait, which makes them queue: it explains the others), then **queue_bound**
+   (requests had not started: capacity, not the model), then **prefill_bound** vs
+   **decode_bound**, whichever SLO is broken by the larger factor. The others that hold
+   are secondary findings.
+4. **healthy** only when both latency rules could be judged and neither fired. A rule
+   that could not be judged (a lower bound under its SLO) leaves the window
+   insufficient_data; so do failed scrapes that leave nothing wrong to report.
+
+Confidence = margin (how clearly the deciding values passed their thresholds, 0.5 at
+the threshold) × sqrt(observations / min_observations) capped at 1 × window coverage.
+"""
+
+from __future__ import annotations
+
+import math
+
+from app.diagnose import rules
+from app.diagnose.config import DEFAULT_CONFIG, DiagnosisConfig, Slo
+from app.diagnose.facts import Facts, derive
+from app.diagnose.hints import rank_hints
+from app.diagnose.records import (
+    Diagnosis,
+    DiagnosisClass,
+    Evidence,
+    Finding,
+    Roofline,
+    fmt_value,
+)
+from app.diagnose.roofline import roofline
+from app.model import CORE_SIGNALS, Window
+
+C = DiagnosisClass
+# The problem classes in order of precedence (prefill vs decode is decided by severity).
+_PRECEDENCE = (C.KV_PRESSURE, C.QUEUE_BOUND, C.PREFILL_BOUND, C.DECODE_BOUND)
+
+
+def diagnose(
+    window: Window,
+    config: DiagnosisConfig = DEFAULT_CONFIG,
+    *,
+    failed_scrapes: int = 0,
+    attempted_scrapes: int | None = None,
+) -> Diagnosis:
+    """Classify one window of one stream, with evidence, findings, confidence and hints.
+
+    ``failed_scrapes`` of ``attempted_scrapes`` (default: failed + intervals + 1) is what
+    the caller knows about scrapes the window lacks; the window itself only has deltas
+    between successful ones.
+    """
+    facts = derive(window)
+    slo = config.slo_for(window.target, window.model_name)
+    roof = roofline(config.hardware, facts.itl_mean) if config.hardware else None
+
+    breach, breach_ev = rules.ttft_breach(facts, slo)
+    queued, queue_ev = rules.queue_dominated(facts, config)
+    results = {
+        C.KV_PRESSURE: rules.kv_pressure(facts, config, breach, queued),
+        C.QUEUE_BOUND: rules.queue_bound(facts, config, slo, breach, breach_ev, queued, queue_ev),
+        C.PREFILL_BOUND: rules.prefill_bound(
+            facts, config, slo, breach, breach_ev, queued, queue_ev
+        ),
+        C.DECODE_BOUND: rules.decode_bound(facts, config, slo),
+    }
+    idle = rules.idle(facts, config)
+    quality, quality_ev, quality_notes = _data_quality(
+        window, facts, config, failed_scrapes, attempted_scrapes
+    )
+    evidence = quality_ev + idle.evidence + tuple(e for r in results.values() for e in r.evidence)
+    firing = [results[c] for c in _PRECEDENCE if results[c].holds]
+    notes = _notes(facts, config, slo, results, roof) + quality_notes
+    coverage = min(1.0, facts.coverage)
+
+    primary: rules.RuleResult | None = None
+    if quality:
+        cls, summary, confidence = C.INSUFFICIENT_DATA, "Insufficient data: " + quality, 1.0
+    elif idle.holds:
+        cls, summary, confidence = C.IDLE, idle.summary, round(coverage, 2)
+    elif firing:
+        primary = _primary(firing)
+        cls, summary = primary.cls, primary.summary
+        confidence = _confidence(primary.margin, primary.n, config, coverage)
+    else:
+        cls, summary, confidence = _healthy_or_unknown(facts, results, slo, config, coverage)
+        if cls is C.HEALTHY and failed_scrapes > 0:
+            cls, confidence = C.INSUFFICIENT_DATA, 1.0
+            summary = (
+                f"Insufficient data: {failed_scrapes} failed scrape(s) in the window; "
+                "nothing wrong was seen in the rest"
+            )
+
+    secondary = tuple(Finding(r.cls, r.sub_cause, r.summary) for r in firing if r is not primary)
+    situation = cls.value
+    if primary is not None and primary.sub_cause is not None:
+        situation = f"{cls.value}/{primary.sub_cause.value}"
+    return Diagnosis(
+        target=window.target,
+        model_name=window.model_name,
+        start=window.start,
+        end=window.end,
+        cls=cls,
+        confidence=confidence,
+        summary=summary,
+        sub_cause=None if primary is None else primary.sub_cause,
+        evidence=evidence,
+        secondary=secondary,
+        hints=rank_hints(situation, facts, config, roof),
+        missing=facts.missing,
+        notes=notes,
+        ttft_p99=facts.ttft_p99,
+        ttft_p99_ge=facts.ttft_p99_ge,
+        itl_p99=facts.itl_p99,
+        itl_p99_ge=facts.itl_p99_ge,
+        slo_ttft_p99=slo.ttft_p99,
+        slo_itl_p99=slo.itl_p99,
+        roofline=roof,
+        facts=facts.numbers(),
+    )
+
+
+def _primary(firing: list[rules.RuleResult]) -> rules.RuleResult:
+    """The first by precedence; between prefill and decode the larger SLO excess wins."""
+    first = firing[0]
+    if first.cls in (C.PREFILL_BOUND, C.DECODE_BOUND) and len(firing) > 1:
+        return max(firing, key=lambda r: r.severity)
+    return first
+
+
+def _confidence(margin: float, n: float, config: DiagnosisConfig, coverage: float) -> float:
+    samples = 1.0 if math.isinf(n) else min(1.0, math.sqrt(max(n, 0.0) / config.min_observations))
+    return round(max(0.05, min(1.0, margin * samples * coverage)), 2)
+
+
+def _healthy_or_unknown(
+    f: Facts,
+    results: dict[DiagnosisClass, rules.RuleResult],
+    slo: Slo,
+    config: DiagnosisConfig,
+    coverage: float,
+) -> tuple[DiagnosisClass, str, float]:
+    """Healthy needs every rule judged; an unjudgeable one names what is unknown."""
+    unknown = sorted(
+        {
+            e.signal
+            for r in results.values()
+            if r.holds is None
+            for e in r.evidence
+            if e.holds is None and e.threshold is not None
+        }
+    )
+    if unknown:
+        return C.INSUFFICIENT_DATA, f"Insufficient data: cannot judge {', '.join(unknown)}", 1.0
+    ratios, counts = [], []
+    if f.ttft_n > 0 and f.ttft_p99 is not None:
+        ratios.append(f.ttft_p99 / slo.ttft_p99)
+        counts.append(f.ttft_n)
+    if f.itl_n > 0 and f.itl_p99 is not None:
+        ratios.append(f.itl_p99 / slo.itl_p99)
+        counts.append(f.itl_n)
+    worst = max(ratios, default=0.0)
+    margin = rules.breach_margin(1.0 / worst) if worst > 0 else 0.75
+    confidence = _confidence(margin, min(counts, default=math.inf), config, coverage)
+    summary = (
+        f"Within SLO: TTFT p99 {fmt_value(f.ttft_p99, 's', f.ttft_p99_ge)} ≤ "
+        f"{fmt_value(slo.ttft_p99, 's')}, ITL p99 {fmt_value(f.itl_p99, 's', f.itl_p99_ge)} ≤ "
+        f"{fmt_value(slo.itl_p99, 's')}, no KV or queue pressure"
+    )
+    return C.HEALTHY, summary, confidence
+
+
+def _data_quality(
+    window: Window,
+    f: Facts,
+    config: DiagnosisConfig,
+    failed: int,
+    attempted: int | None,
+) -> tuple[str, tuple[Evidence, ...], tuple[str, ...]]:
+    """(reason the window cannot be judged or "", evidence, notes)."""
+    rule = str(C.INSUFFICIENT_DATA)
+    reasons: list[str] = []
+    missing_core = [s for s in CORE_SIGNALS if s in f.missing]
+    ev = [
+        Evidence(
+            rule,
+            "missing_core_signals",
+            float(len(missing_core)),
+            "=",
+            0.0,
+            not missing_core,
+            note=", ".join(missing_core),
+        )
+    ]
+    if missing_core:
+        reasons.append(f"missing {', '.join(missing_core)}")
+    if window.intervals <= 0:
+        reasons.append("no scrape intervals in the window")
+    ev.append(
+        Evidence(
+            rule,
+            "coverage",
+            f.coverage,
+            ">=",
+            config.min_coverage,
+            f.coverage >= config.min_coverage,
+            "ratio",
+            note="share of window with deltas",
+        )
+    )
+    if window.intervals > 0 and f.coverage < config.min_coverage:
+        reasons.append(f"only {f.coverage:.0%} of the window covered by scrapes")
+    total = attempted if attempted is not None else failed + window.intervals + 1
+    share = failed / total if total > 0 else 0.0
+    ev.append(
+        Evidence(
+            rule,
+            "failed_scrape_share",
+            share,
+            "<=",
+            config.max_failed_scrape_share,
+            share <= config.max_failed_scrape_share,
+            "ratio",
+            note=f"{failed} of {total}",
+        )
+    )
+    if share > config.max_failed_scrape_share:
+        reasons.append(f"{failed} of {total} scrapes failed")
+    notes: list[str] = []
+    if window.reset:
+        notes.append("a counter reset (restart) inside the window: increases start from zero")
+    if failed > 0 and share <= config.max_failed_scrape_share:
+        notes.append(f"{failed} of {total} scrapes failed in the window")
+    return "; ".join(reasons), tuple(ev), tuple(notes)
+
+
+def _notes(
+    f: Facts,
+    config: DiagnosisConfig,
+    slo: Slo,
+    results: dict[DiagnosisClass, rules.RuleResult],
+    roof: Roofline | None,
+) -> tuple[str, ...]:
+    """Caveats and near-misses worth reading next to the class."""
+    notes: list[str] = []
+    for name, n in (("TTFT", f.ttft_n), ("ITL", f.itl_n)):
+        if 0 < n < config.min_observations:
+            notes.append(f"{name} p99 from only {n:.0f} observations: little more than the max")
+    waiting = f.waiting_avg is not None and f.waiting_avg >= config.waiting_min
+    if waiting and not any(results[c].holds for c in (C.KV_PRESSURE, C.QUEUE_BOUND)):
+        notes.append(
+            f"requests queue (waiting avg {fmt_value(f.waiting_avg)}) but TTFT is within "
+            "SLO: the server is near its admission limit"
+        )
+    if (
+        f.kv_max is not None
+        and f.kv_max >= config.kv_usage_high
+        and not results[C.KV_PRESSURE].holds
+    ):
+        notes.append(
+            f"KV cache {fmt_value(f.kv_max, 'ratio')} full, nothing blocked or evicted yet"
+        )
+    if roof is not None and slo.itl_p99 < 1.0 / roof.ceiling_tok_s:
+        notes.append(
+            f"the ITL SLO {fmt_value(slo.itl_p99, 's')} is below the single-stream floor "
+            f"{fmt_value(1.0 / roof.ceiling_tok_s, 's')} (1 / ceiling) on this hardware"
+        )
+    if roof is not None:
+        notes.append(roof.text())
+    return tuple(notes)

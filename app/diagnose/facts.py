@@ -1,0 +1,230 @@
+"""The numbers the rules and hints read, derived once from a ``Window``.
+
+Everything here is a plain reading of the window, with two derived quantities:
+
+* **queue share** — the part of TTFT spent waiting for admission. From the
+  ``queue_time`` histogram when the page has it (vLLM ≥ 0.7): mean queue time / mean TTFT.
+  Without it (V0 pages) from Little's law: mean wait ≈ mean number waiting / arrival rate,
+  with the arrival rate taken as first tokens per second in the window.
+* **computed prompt tokens** — prompt tokens × (1 − prefix-cache hit ratio): the prefill
+  work actually done.
+
+A value is ``None`` when the signal is missing or had no observations; ``missing`` says
+which signals the window did not carry at all.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from app.model import (
+    GaugeStats,
+    Quantile,
+    Window,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """Readings of one window. Seconds for times, tokens for lengths, 0–1 for ratios."""
+
+    window_seconds: float
+    covered: float
+    coverage: float
+    ttft_n: float
+    ttft_p50: float | None
+    ttft_p99: float | None
+    ttft_p99_ge: bool
+    ttft_mean: float | None
+    itl_n: float
+    itl_p50: float | None
+    itl_p50_ge: bool
+    itl_p99: float | None
+    itl_p99_ge: bool
+    itl_mean: float | None
+    queue_mean: float | None
+    queue_n: float
+    queue_share: float | None
+    queue_share_source: str | None
+    prefill_mean: float | None
+    finished: float | None
+    running_avg: float | None
+    running_max: float | None
+    waiting_avg: float | None
+    waiting_max: float | None
+    waiting_last: float | None
+    kv_avg: float | None
+    kv_max: float | None
+    preemptions: float | None
+    prompt_tokens: float | None
+    computed_prompt_tokens: float | None
+    generation_tokens: float | None
+    prefix_hit_ratio: float | None
+    prefix_caching_off: bool | None
+    prompt_len_mean: float | None
+    gen_len_mean: float | None
+    step_n: float
+    step_p50: float | None
+    step_p99: float | None
+    missing: tuple[str, ...]
+
+    def numbers(self) -> dict[str, float | None]:
+        """The numeric readings, for ``Diagnosis.facts`` (flags and lists left out)."""
+        out: dict[str, float | None] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float | None):
+                continue
+            out[f.name] = None if value is None else float(value)
+        return out
+
+
+# Signals the rules and hints read. Optional ones refine the verdict; the core ones
+# (``CORE_SIGNALS``) decide whether a window can be judged at all.
+READ_HISTOGRAMS = (
+    "ttft",
+    "itl",
+    "queue_time",
+    "prefill_time",
+    "prompt_len",
+    "gen_len",
+    "step_tokens",
+)
+READ_GAUGES = ("running", "waiting", "kv_usage")
+READ_COUNTERS = ("preemptions", "prompt_tokens", "generation_tokens")
+
+
+def _missing(window: Window) -> tuple[str, ...]:
+    """Read signals the window lacks: listed by the window, or absent from every field."""
+    out = {s for s in window.missing if s in READ_HISTOGRAMS + READ_GAUGES + READ_COUNTERS}
+    for sig in READ_HISTOGRAMS:
+        if (
+            sig not in window.observations
+            and sig not in window.histograms
+            and sig not in window.quantiles
+        ):
+            out.add(sig)
+    for sig in READ_GAUGES:
+        stats = window.gauges.get(sig)
+        if stats is None or stats.avg is None:
+            out.add(sig)
+    out.update(sig for sig in READ_COUNTERS if sig not in window.increases)
+    v0_gauge = window.gauges.get("prefix_hit_rate")
+    if "prefix_queries" not in window.increases and (v0_gauge is None or v0_gauge.avg is None):
+        out.add("prefix_queries")
+    return tuple(sorted(out))
+
+
+def _q(window: Window, sig: str, p: str) -> Quantile:
+    return window.quantiles.get(sig, {}).get(p) or Quantile(None)
+
+
+def _gauge(window: Window, sig: str) -> GaugeStats:
+    return window.gauges.get(sig) or GaugeStats(None, None, None)
+
+
+def _mean(window: Window, sig: str) -> float | None:
+    if window.observations.get(sig, 0.0) <= 0:
+        return None
+    return window.means.get(sig)
+
+
+def _finished(window: Window) -> float | None:
+    reasons = [v for k, v in window.increases.items() if k.startswith("finished:")]
+    return sum(reasons) if reasons else None
+
+
+def _prefix(window: Window) -> tuple[float | None, bool | None]:
+    """(hit ratio, caching off?) from the V1 counters, else the V0 gauge (-1 = off)."""
+    queries = window.increases.get("prefix_queries")
+    hits = window.increases.get("prefix_hits")
+    prompt = window.increases.get("prompt_tokens")
+    if queries is not None and queries > 0:
+        return min(1.0, (hits or 0.0) / queries), False
+    if queries is not None and prompt is not None and prompt > 0:
+        # Prompts were prefilled but the cache was never asked: caching is off.
+        return None, True
+    gauge = _gauge(window, "prefix_hit_rate")
+    if gauge.avg is not None:
+        if gauge.avg < 0:
+            return None, True
+        return min(1.0, gauge.avg if gauge.avg <= 1 else gauge.avg / 100), False
+    return None, None
+
+
+def _queue_share(
+    window: Window, ttft_mean: float | None, ttft_n: float, waiting_avg: float | None
+) -> tuple[float | None, float | None, str | None]:
+    """(queue share of TTFT, mean queue time, source) — see the module docstring."""
+    if ttft_mean is None or ttft_mean <= 0:
+        return None, None, None
+    queue_mean = _mean(window, "queue_time")
+    if queue_mean is not None:
+        return min(1.0, queue_mean / ttft_mean), queue_mean, "queue_time"
+    covered = window.covered or (window.end - window.start)
+    if waiting_avg is None or covered <= 0 or ttft_n <= 0:
+        return None, None, None
+    estimate = waiting_avg / (ttft_n / covered)
+    return min(1.0, estimate / ttft_mean), estimate, "little"
+
+
+def derive(window: Window) -> Facts:
+    """Read a window into ``Facts``."""
+    length = max(window.end - window.start, 0.0)
+    ttft_p99, itl_p99, itl_p50 = (
+        _q(window, "ttft", "p99"),
+        _q(window, "itl", "p99"),
+        _q(window, "itl", "p50"),
+    )
+    ttft_n = window.observations.get("ttft", 0.0)
+    ttft_mean = _mean(window, "ttft")
+    waiting = _gauge(window, "waiting")
+    running = _gauge(window, "running")
+    kv = _gauge(window, "kv_usage")
+    share, queue_mean, source = _queue_share(window, ttft_mean, ttft_n, waiting.avg)
+    prompt = window.increases.get("prompt_tokens")
+    hit_ratio, caching_off = _prefix(window)
+    # Scale by the hit ratio rather than subtract hits: the ratio is unit-free (hits and
+    # queries count blocks on vLLM 0.8.x, tokens later).
+    computed = None if prompt is None else prompt * (1.0 - (hit_ratio or 0.0))
+    return Facts(
+        window_seconds=length,
+        covered=window.covered,
+        coverage=min(1.0, window.covered / length) if length > 0 else 0.0,
+        ttft_n=ttft_n,
+        ttft_p50=_q(window, "ttft", "p50").value,
+        ttft_p99=ttft_p99.value,
+        ttft_p99_ge=ttft_p99.ge_top_bucket,
+        ttft_mean=ttft_mean,
+        itl_n=window.observations.get("itl", 0.0),
+        itl_p50=itl_p50.value,
+        itl_p50_ge=itl_p50.ge_top_bucket,
+        itl_p99=itl_p99.value,
+        itl_p99_ge=itl_p99.ge_top_bucket,
+        itl_mean=_mean(window, "itl"),
+        queue_mean=queue_mean,
+        queue_n=window.observations.get("queue_time", 0.0),
+        queue_share=share,
+        queue_share_source=source,
+        prefill_mean=_mean(window, "prefill_time"),
+        finished=_finished(window),
+        running_avg=running.avg,
+        running_max=running.max,
+        waiting_avg=waiting.avg,
+        waiting_max=waiting.max,
+        waiting_last=waiting.last,
+        kv_avg=kv.avg,
+        kv_max=kv.max,
+        preemptions=window.increases.get("preemptions"),
+        prompt_tokens=prompt,
+        computed_prompt_tokens=computed,
+        generation_tokens=window.increases.get("generation_tokens"),
+        prefix_hit_ratio=hit_ratio,
+        prefix_caching_off=caching_off,
+        prompt_len_mean=_mean(window, "prompt_len"),
+        gen_len_mean=_mean(window, "gen_len"),
+        step_n=window.observations.get("step_tokens", 0.0),
+        step_p50=_q(window, "step_tokens", "p50").value,
+        step_p99=_q(window, "step_tokens", "p99").value,
+        missing=_missing(window),
+    )

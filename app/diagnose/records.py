@@ -1,0 +1,231 @@
+"""The diagnosis records: classes, evidence, findings, hints and the ``Diagnosis`` itself.
+
+All frozen; ``to_dict()`` gives the JSON form the API, the store and ``--json`` share.
+Numbers stay numbers (``None`` when unknown); a value that is only a lower bound (the
+rank fell in a histogram's ``+Inf`` bucket) carries ``ge=True`` and renders as "≥ x".
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class DiagnosisClass(StrEnum):
+    """The primary class of a window: exactly one per window and stream."""
+
+    HEALTHY = "healthy"
+    IDLE = "idle"
+    INSUFFICIENT_DATA = "insufficient_data"
+    PREFILL_BOUND = "prefill_bound"
+    DECODE_BOUND = "decode_bound"
+    QUEUE_BOUND = "queue_bound"
+    KV_PRESSURE = "kv_pressure"
+
+
+class SubCause(StrEnum):
+    """Why decode is slow: prefill chunks stall decode steps, or every step is slow."""
+
+    PREFILL_INTERFERENCE = "prefill_interference"
+    BANDWIDTH_BOUND = "bandwidth_bound"
+
+
+PROBLEM_CLASSES: tuple[DiagnosisClass, ...] = (
+    DiagnosisClass.KV_PRESSURE,
+    DiagnosisClass.QUEUE_BOUND,
+    DiagnosisClass.PREFILL_BOUND,
+    DiagnosisClass.DECODE_BOUND,
+)
+
+
+def _num(x: float | None) -> float | None:
+    """JSON-safe number: NaN and infinities become None."""
+    if x is None or not math.isfinite(x):
+        return None
+    return x
+
+
+def fmt_value(value: float | None, unit: str = "", ge: bool = False) -> str:
+    """Human form of a value: seconds as ms below 1 s, ratios as percent, "≥" for bounds."""
+    if value is None:
+        return "n/a"
+    prefix = "≥ " if ge else ""
+    if unit == "s":
+        text = f"{value * 1000:.0f} ms" if abs(value) < 1 else f"{value:.2f} s"
+    elif unit == "ratio":
+        text = f"{value:.0%}"
+    else:
+        text = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+        text += f" {unit}" if unit else ""
+    return prefix + text
+
+
+@dataclass(frozen=True, slots=True)
+class Evidence:
+    """One comparison a rule made: ``signal`` ``value`` ``op`` ``threshold`` → ``holds``.
+
+    ``holds`` is None when the comparison could not be made (signal missing, no
+    observations, or a lower bound below the threshold). ``rule`` names the class whose
+    rule made it; ``ge`` marks ``value`` as a lower bound.
+    """
+
+    rule: str
+    signal: str
+    value: float | None
+    op: str
+    threshold: float | None
+    holds: bool | None
+    unit: str = ""
+    ge: bool = False
+    note: str = ""
+
+    def text(self) -> str:
+        """One readable line, e.g. ``ttft_p99 ≥ 10.00 s > 2.00 s: yes``."""
+        if self.threshold is None:
+            note = f" ({self.note})" if self.note else ""
+            return f"{self.signal} {fmt_value(self.value, self.unit, self.ge)}{note}"
+        verdict = {True: "yes", False: "no", None: "unknown"}[self.holds]
+        threshold = "" if self.threshold is None else f" {self.op} "
+        threshold += "" if self.threshold is None else fmt_value(self.threshold, self.unit)
+        note = f" ({self.note})" if self.note else ""
+        return (
+            f"{self.signal} {fmt_value(self.value, self.unit, self.ge)}{threshold}: {verdict}{note}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "signal": self.signal,
+            "value": _num(self.value),
+            "ge": self.ge,
+            "op": self.op,
+            "threshold": _num(self.threshold),
+            "holds": self.holds,
+            "unit": self.unit,
+            "note": self.note,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """A class that also holds in this window, besides the primary one."""
+
+    cls: DiagnosisClass
+    sub_cause: SubCause | None = None
+    summary: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "class": str(self.cls),
+            "sub_cause": None if self.sub_cause is None else str(self.sub_cause),
+            "summary": self.summary,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """One thing to change: the flag or action, and why it helps here."""
+
+    id: str
+    title: str
+    action: str
+    why: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "action": self.action, "why": self.why}
+
+
+@dataclass(frozen=True, slots=True)
+class Roofline:
+    """Decode ceiling (bandwidth / weight bytes) next to measured per-stream decode speed."""
+
+    device: str
+    bandwidth_gbs: float
+    weight_bytes: float
+    ceiling_tok_s: float
+    measured_tok_s: float | None
+    efficiency: float | None
+
+    def text(self) -> str:
+        measured = "n/a" if self.measured_tok_s is None else f"{self.measured_tok_s:.1f} tok/s"
+        eff = "" if self.efficiency is None else f" ({self.efficiency:.0%} of ceiling)"
+        return (
+            f"decode ceiling {self.ceiling_tok_s:.1f} tok/s per stream "
+            f"({self.device}: {self.bandwidth_gbs:g} GB/s / {self.weight_bytes / 1e9:.2f} GB "
+            f"of weights); measured {measured}{eff}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "bandwidth_gbs": self.bandwidth_gbs,
+            "weight_bytes": self.weight_bytes,
+            "ceiling_tok_s": _num(self.ceiling_tok_s),
+            "measured_tok_s": _num(self.measured_tok_s),
+            "efficiency": _num(self.efficiency),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnosis:
+    """The verdict on one window of one stream.
+
+    ``cls`` is the primary class; ``secondary`` the other classes that hold; ``evidence``
+    every comparison every rule made (fired or not); ``hints`` most useful first;
+    ``missing`` the signals that kept a rule from evaluating; ``notes`` caveats such as
+    few observations or a counter reset. ``ttft_p99``/``itl_p99`` (with their ``_ge``
+    lower-bound flags) and the SLOs they were judged against are copied for convenience.
+    """
+
+    target: str
+    model_name: str
+    start: float
+    end: float
+    cls: DiagnosisClass
+    confidence: float
+    summary: str
+    sub_cause: SubCause | None = None
+    evidence: tuple[Evidence, ...] = ()
+    secondary: tuple[Finding, ...] = ()
+    hints: tuple[Hint, ...] = ()
+    missing: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    ttft_p99: float | None = None
+    ttft_p99_ge: bool = False
+    itl_p99: float | None = None
+    itl_p99_ge: bool = False
+    slo_ttft_p99: float = 2.0
+    slo_itl_p99: float = 0.1
+    roofline: Roofline | None = None
+    facts: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        """``decode_bound/prefill_interference`` style label (class plus sub-cause)."""
+        return str(self.cls) if self.sub_cause is None else f"{self.cls}/{self.sub_cause}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "target": self.target,
+            "model_name": self.model_name,
+            "start": self.start,
+            "end": self.end,
+            "class": str(self.cls),
+            "sub_cause": None if self.sub_cause is None else str(self.sub_cause),
+            "confidence": self.confidence,
+            "summary": self.summary,
+            "ttft_p99": _num(self.ttft_p99),
+            "ttft_p99_ge": self.ttft_p99_ge,
+            "itl_p99": _num(self.itl_p99),
+            "itl_p99_ge": self.itl_p99_ge,
+            "slo": {"ttft_p99": self.slo_ttft_p99, "itl_p99": self.slo_itl_p99},
+            "evidence": [e.to_dict() for e in self.evidence],
+            "secondary": [f.to_dict() for f in self.secondary],
+            "hints": [h.to_dict() for h in self.hints],
+            "missing": list(self.missing),
+            "notes": list(self.notes),
+            "roofline": None if self.roofline is None else self.roofline.to_dict(),
+            "facts": {k: _num(v) for k, v in self.facts.items()},
+        }

@@ -1,0 +1,50 @@
+"""Readable text for a diagnosis: what on-call reads at 3 a.m. (pure; the CLI prints it)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+from app.diagnose.records import Diagnosis, Evidence, fmt_value
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _evidence_lines(evidence: Sequence[Evidence], rule: str) -> list[str]:
+    return [f"    {e.text()}" for e in evidence if e.rule == rule]
+
+
+def render(d: Diagnosis, *, verbose: bool = True) -> str:
+    """Class, summary, evidence for the deciding rule (all rules when verbose), hints."""
+    lines = [
+        f"{d.model_name} @ {d.target}  [{_when(d.start)} – {_when(d.end)} UTC]",
+        f"  class: {d.label}  (confidence {d.confidence:.2f})",
+        f"  {d.summary}",
+        f"  TTFT p99 {fmt_value(d.ttft_p99, 's', d.ttft_p99_ge)} (SLO "
+        f"{fmt_value(d.slo_ttft_p99, 's')}) · ITL p99 {fmt_value(d.itl_p99, 's', d.itl_p99_ge)} "
+        f"(SLO {fmt_value(d.slo_itl_p99, 's')})",
+    ]
+    if d.secondary:
+        lines.append("  also:")
+        lines += [
+            f"    - {f.cls}{'/' + f.sub_cause if f.sub_cause else ''}: {f.summary}"
+            for f in d.secondary
+        ]
+    lines.append("  evidence:")
+    rules = list(dict.fromkeys(e.rule for e in d.evidence))
+    shown = rules if verbose else [r for r in rules if r == d.cls.value]
+    for rule in shown:
+        lines.append(f"   [{rule}]")
+        lines += _evidence_lines(d.evidence, rule)
+    if d.missing:
+        lines.append(f"  signals not on the page: {', '.join(d.missing)}")
+    for note in d.notes:
+        lines.append(f"  note: {note}")
+    if d.hints:
+        lines.append("  what to change (most useful first):")
+        for i, h in enumerate(d.hints, 1):
+            lines.append(f"    {i}. {h.title}: {h.action}")
+            lines.append(f"       why: {h.why}")
+    return "\n".join(lines)

@@ -1,0 +1,379 @@
+"""One rule per class. Each returns whether its class holds and every comparison it made.
+
+The latency rules are SLO-relative and partition an over-SLO TTFT between three causes,
+so a slow first token always has a name (physics.md, "TTFT ≈ queue wait + prefill"):
+
+* queue-dominated (queue time ≥ half of TTFT) with the KV pool full → ``kv_pressure``;
+* queue-dominated with room in the pool → ``queue_bound`` (admission limit: capacity);
+* otherwise → ``prefill_bound`` (prefill compute itself is slow).
+
+``kv_pressure`` also holds without an SLO breach when the pool is full and requests are
+blocked or evicted: usage ≥ 0.90 with preemptions or a queue is the exact signature of
+a full pool (physics.md, "The KV cache"). ``decode_bound`` is ITL p99 over SLO, with its
+sub-cause: a tail of slow steps while prefill chunks run (``prefill_interference``), or
+every step slow (``bandwidth_bound``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from app.diagnose.config import DiagnosisConfig, Slo
+from app.diagnose.facts import Facts
+from app.diagnose.records import DiagnosisClass, Evidence, SubCause, fmt_value
+
+C = DiagnosisClass
+
+
+@dataclass(frozen=True, slots=True)
+class RuleResult:
+    """A rule's verdict: ``holds`` (None = cannot tell), its evidence and its strength.
+
+    ``margin`` (0–1) says how clearly the deciding values passed their thresholds;
+    ``n`` is the number of observations behind them (for the confidence).
+    """
+
+    cls: DiagnosisClass
+    holds: bool | None
+    evidence: tuple[Evidence, ...]
+    summary: str = ""
+    margin: float = 0.5
+    n: float = math.inf
+    sub_cause: SubCause | None = None
+    severity: float = 0.0
+
+
+def breach_margin(ratio: float) -> float:
+    """0.5 at the threshold, 1.0 at twice the threshold (log scale)."""
+    return 0.5 + 0.5 * min(1.0, max(0.0, math.log2(ratio))) if ratio > 0 else 0.5
+
+
+def over(value: float | None, ge: bool, threshold: float) -> bool | None:
+    """value > threshold, honest about lower bounds: "≥ x" proves only when x > threshold."""
+    if value is None:
+        return None
+    if ge:
+        return True if value > threshold else None
+    return value > threshold
+
+
+def _ev(
+    rule: C,
+    signal: str,
+    value: float | None,
+    op: str,
+    threshold: float | None,
+    holds: bool | None,
+    unit: str = "",
+    ge: bool = False,
+    note: str = "",
+) -> Evidence:
+    return Evidence(str(rule), signal, value, op, threshold, holds, unit, ge, note)
+
+
+def _cmp(value: float | None, op: str, threshold: float) -> bool | None:
+    if value is None:
+        return None
+    return {">": value > threshold, ">=": value >= threshold, "<": value < threshold}[op]
+
+
+def idle(f: Facts, cfg: DiagnosisConfig) -> RuleResult:
+    """No request running, waiting, or producing a token anywhere in the window."""
+    r = C.IDLE
+    activity = f.ttft_n + f.itl_n + (f.finished or 0.0) + (f.generation_tokens or 0.0)
+    checks = (
+        _ev(r, "running_max", f.running_max, "=", 0.0, _eq0(f.running_max)),
+        _ev(r, "waiting_max", f.waiting_max, "=", 0.0, _eq0(f.waiting_max)),
+        _ev(
+            r,
+            "requests_and_tokens",
+            activity,
+            "=",
+            0.0,
+            activity == 0,
+            note="first tokens + token gaps + finished requests + generated tokens",
+        ),
+    )
+    holds = _all(e.holds for e in checks)
+    return RuleResult(r, holds, checks, "Idle: no requests running, waiting or finished", 1.0)
+
+
+def _any(values: Iterable[bool | None]) -> bool | None:
+    """Three-valued OR: True wins, then unknown, else False."""
+    vs = list(values)
+    if any(v is True for v in vs):
+        return True
+    return None if any(v is None for v in vs) else False
+
+
+def _eq0(x: float | None) -> bool | None:
+    return None if x is None else x == 0
+
+
+def _all(values: Iterable[bool | None]) -> bool | None:
+    """Three-valued AND: False wins, then unknown, else True."""
+    vs = list(values)
+    if any(v is False for v in vs):
+        return False
+    return None if any(v is None for v in vs) else True
+
+
+def ttft_breach(f: Facts, slo: Slo) -> tuple[bool | None, Evidence]:
+    """TTFT p99 over SLO; no first token at all while requests waited counts as over."""
+    if f.ttft_n > 0:
+        holds = over(f.ttft_p99, f.ttft_p99_ge, slo.ttft_p99)
+        note = "" if holds is not None or not f.ttft_p99_ge else "lower bound below the SLO"
+        ev = _ev(
+            C.PREFILL_BOUND,
+            "ttft_p99",
+            f.ttft_p99,
+            ">",
+            slo.ttft_p99,
+            holds,
+            "s",
+            f.ttft_p99_ge,
+            note,
+        )
+        return holds, ev
+    stalled = f.waiting_avg is not None and f.waiting_avg >= 1 and f.covered > slo.ttft_p99
+    note = "no first token in the window" + (" while requests waited" if stalled else "")
+    ev = _ev(C.PREFILL_BOUND, "ttft_p99", None, ">", slo.ttft_p99, stalled, "s", note=note)
+    return stalled, ev
+
+
+def queue_dominated(f: Facts, cfg: DiagnosisConfig) -> tuple[bool | None, tuple[Evidence, ...]]:
+    """Queue time is the larger part of TTFT (or, with no TTFT to split, requests wait)."""
+    r = C.QUEUE_BOUND
+    waiting = _ev(
+        r,
+        "waiting_avg",
+        f.waiting_avg,
+        ">=",
+        cfg.waiting_min,
+        _cmp(f.waiting_avg, ">=", cfg.waiting_min),
+    )
+    if f.queue_share is None:
+        return waiting.holds, (waiting,)
+    note = "mean queue time / mean TTFT"
+    if f.queue_share_source == "little":
+        note = "Little's law: waiting avg / first-token rate, over mean TTFT (no queue_time)"
+    share = _ev(
+        r,
+        "queue_share",
+        f.queue_share,
+        ">=",
+        cfg.queue_share_min,
+        f.queue_share >= cfg.queue_share_min,
+        "ratio",
+        note=note,
+    )
+    return share.holds, (share, waiting)
+
+
+def kv_pressure(
+    f: Facts, cfg: DiagnosisConfig, breach: bool | None, queued: bool | None
+) -> RuleResult:
+    """Pool ≥ 0.90 full with preemptions or a queue, or full while TTFT is queue-bound."""
+    r = C.KV_PRESSURE
+    full = _cmp(f.kv_max, ">=", cfg.kv_usage_high)
+    preempted = None if f.preemptions is None else f.preemptions > 0
+    waiting = _cmp(f.waiting_avg, ">=", cfg.waiting_min)
+    queued_breach = bool(breach and queued)
+    # Blocked: preempted, or waiting, or a queue-dominated TTFT breach.
+    blocked = _any((preempted, waiting, queued_breach))
+    holds = _all((full, blocked))
+    ev = (
+        _ev(r, "kv_usage_max", f.kv_max, ">=", cfg.kv_usage_high, full, "ratio"),
+        _ev(r, "preemptions", f.preemptions, ">", 0.0, preempted, note="increase in window"),
+        _ev(r, "waiting_avg", f.waiting_avg, ">=", cfg.waiting_min, waiting),
+    )
+    margin = 0.7 + 0.15 * bool(preempted and waiting)
+    margin += 0.15 * bool(f.kv_avg is not None and f.kv_avg >= cfg.kv_usage_high)
+    parts = [f"KV cache full (max {fmt_value(f.kv_max, 'ratio')})"]
+    if preempted:
+        parts.append(f"{f.preemptions:.0f} preemptions")
+    if waiting or queued_breach:
+        parts.append(f"{fmt_value(f.waiting_avg)} waiting on average")
+    summary = ", ".join(parts) + ": requests wait for cache blocks or are evicted and recomputed"
+    return RuleResult(r, holds, ev, summary, margin)
+
+
+def queue_bound(
+    f: Facts,
+    cfg: DiagnosisConfig,
+    slo: Slo,
+    breach: bool | None,
+    breach_ev: Evidence,
+    queued: bool | None,
+    queue_ev: tuple[Evidence, ...],
+) -> RuleResult:
+    """TTFT over SLO, mostly spent waiting for admission, with room in the KV pool."""
+    r = C.QUEUE_BOUND
+    room = _cmp(f.kv_max, "<", cfg.kv_usage_high)
+    ev = (
+        _retag(breach_ev, r),
+        *queue_ev,
+        _ev(r, "kv_usage_max", f.kv_max, "<", cfg.kv_usage_high, room, "ratio"),
+    )
+    holds = _all((breach, queued, room))
+    share = "" if f.queue_share is None else f", {f.queue_share:.0%} of it queueing"
+    summary = (
+        f"Requests queue for admission: TTFT p99 {_ttft(f)} > {fmt_value(slo.ttft_p99, 's')}"
+        f"{share} (waiting avg {fmt_value(f.waiting_avg)}); the server is at its capacity"
+    )
+    decisive = 1.0 if f.queue_share is None else min(1.0, abs(f.queue_share - 0.5) * 2)
+    margin = _ttft_margin(f, slo) * (0.75 + 0.25 * decisive)
+    return RuleResult(r, holds, ev, summary, margin, f.ttft_n or math.inf, severity=_sev(f, slo))
+
+
+def prefill_bound(
+    f: Facts,
+    cfg: DiagnosisConfig,
+    slo: Slo,
+    breach: bool | None,
+    breach_ev: Evidence,
+    queued: bool | None,
+    queue_ev: tuple[Evidence, ...],
+) -> RuleResult:
+    """TTFT over SLO while queueing is the smaller part: prefill compute is slow."""
+    r = C.PREFILL_BOUND
+    small_queue = None if queued is None else not queued
+    ev = (breach_ev, *(_retag(e, r, invert=True) for e in queue_ev))
+    if f.prefill_mean is not None:
+        ev += (_ev(r, "prefill_time_mean", f.prefill_mean, "", None, None, "s"),)
+    if f.prompt_len_mean is not None:
+        ev += (_ev(r, "prompt_len_mean", f.prompt_len_mean, "", None, None, "tokens"),)
+    holds = _all((breach, small_queue))
+    prompt = "" if f.prompt_len_mean is None else f"; mean prompt {f.prompt_len_mean:.0f} tokens"
+    summary = (
+        f"Prefill-bound: TTFT p99 {_ttft(f)} > {fmt_value(slo.ttft_p99, 's')} with little "
+        f"queueing{prompt}"
+    )
+    decisive = 1.0 if f.queue_share is None else min(1.0, abs(f.queue_share - 0.5) * 2)
+    margin = _ttft_margin(f, slo) * (0.75 + 0.25 * decisive)
+    return RuleResult(r, holds, ev, summary, margin, f.ttft_n, severity=_sev(f, slo))
+
+
+def decode_bound(f: Facts, cfg: DiagnosisConfig, slo: Slo) -> RuleResult:
+    """ITL p99 over SLO; the sub-cause from the shape of ITL and the size of steps."""
+    r = C.DECODE_BOUND
+    if f.itl_n > 0:
+        breach = over(f.itl_p99, f.itl_p99_ge, slo.itl_p99)
+        ev = [_ev(r, "itl_p99", f.itl_p99, ">", slo.itl_p99, breach, "s", f.itl_p99_ge)]
+    else:
+        breach = False
+        ev = [_ev(r, "itl_p99", None, ">", slo.itl_p99, False, "s", note="no token gaps")]
+    sub, sub_ev = _decode_sub_cause(f, cfg)
+    ev.extend(sub_ev)
+    if sub is SubCause.PREFILL_INTERFERENCE:
+        summary = (
+            f"Decode-bound (prefill interference): ITL p99 {_itl(f)} > "
+            f"{fmt_value(slo.itl_p99, 's')} while p50 is {fmt_value(f.itl_p50, 's')}: "
+            "prefill chunks stall the running streams"
+        )
+    else:
+        summary = (
+            f"Decode-bound (memory bandwidth): ITL p50 {fmt_value(f.itl_p50, 's')}, p99 "
+            f"{_itl(f)} > {fmt_value(slo.itl_p99, 's')}: every decode step is slow"
+        )
+    ratio = (f.itl_p99 or 0.0) / slo.itl_p99
+    sev = math.log(ratio) if ratio > 0 else 0.0
+    return RuleResult(r, breach, tuple(ev), summary, breach_margin(ratio), f.itl_n, sub, sev)
+
+
+def _decode_sub_cause(f: Facts, cfg: DiagnosisConfig) -> tuple[SubCause, list[Evidence]]:
+    """Interference when prefill ran in the window and either the ITL tail is far above
+    the median or the typical step already carries a chunk; otherwise bandwidth."""
+    r = C.DECODE_BOUND
+    ev: list[Evidence] = []
+    tail = None
+    if f.itl_p50 and f.itl_p99 is not None:
+        tail_ratio = f.itl_p99 / f.itl_p50
+        tail = tail_ratio >= cfg.itl_tail_ratio
+        ev.append(
+            _ev(
+                r,
+                "itl_p99/p50",
+                tail_ratio,
+                ">=",
+                cfg.itl_tail_ratio,
+                tail,
+                note="a tail of slow steps, not every step",
+            )
+        )
+    prefill = None if f.computed_prompt_tokens is None else f.computed_prompt_tokens > 0
+    ev.append(
+        _ev(
+            r,
+            "computed_prompt_tokens",
+            f.computed_prompt_tokens,
+            ">",
+            0.0,
+            prefill,
+            "tokens",
+            note="prefill ran while streams decoded",
+        )
+    )
+    batch = max(f.running_avg or 0.0, 1.0)
+    chunk_floor = cfg.step_chunk_ratio * batch
+    big_steps = heavy_median = None
+    if f.step_p99 is not None:
+        big_steps = f.step_p99 >= chunk_floor
+        heavy_median = f.step_p50 is not None and f.step_p50 >= chunk_floor
+        ev.append(
+            _ev(
+                r,
+                "step_tokens_p99",
+                f.step_p99,
+                ">=",
+                chunk_floor,
+                big_steps,
+                "tokens",
+                note=f"{cfg.step_chunk_ratio:g} × running: steps carry prefill chunks",
+            )
+        )
+        ev.append(
+            _ev(
+                r,
+                "step_tokens_p50",
+                f.step_p50,
+                ">=",
+                chunk_floor,
+                heavy_median,
+                "tokens",
+                note="the typical step carries a chunk",
+            )
+        )
+    chunks = bool(prefill) and big_steps is not False
+    interference = chunks and bool(tail or heavy_median)
+    return (SubCause.PREFILL_INTERFERENCE if interference else SubCause.BANDWIDTH_BOUND), ev
+
+
+def _retag(e: Evidence, rule: C, invert: bool = False) -> Evidence:
+    """The same comparison seen from another rule (inverted: "is the queue small?")."""
+    if not invert:
+        return Evidence(
+            str(rule), e.signal, e.value, e.op, e.threshold, e.holds, e.unit, e.ge, e.note
+        )
+    op = {">=": "<", "<": ">=", ">": "<=", "<=": ">"}.get(e.op, e.op)
+    holds = None if e.holds is None else not e.holds
+    return Evidence(str(rule), e.signal, e.value, op, e.threshold, holds, e.unit, e.ge, e.note)
+
+
+def _ttft(f: Facts) -> str:
+    return fmt_value(f.ttft_p99, "s", f.ttft_p99_ge) if f.ttft_n else "n/a (no first token)"
+
+
+def _itl(f: Facts) -> str:
+    return fmt_value(f.itl_p99, "s", f.itl_p99_ge)
+
+
+def _ttft_margin(f: Facts, slo: Slo) -> float:
+    return breach_margin((f.ttft_p99 or 0.0) / slo.ttft_p99) if f.ttft_n else 0.75
+
+
+def _sev(f: Facts, slo: Slo) -> float:
+    ratio = (f.ttft_p99 or 0.0) / slo.ttft_p99
+    return math.log(ratio) if ratio > 0 else math.inf
