@@ -1,0 +1,477 @@
+"""Windows: the sum of a stream's interval deltas, with quantiles, means, rates, gauges.
+
+**Alignment.** An interval delta belongs to the window that contains its *end* time:
+a window ``(start, end]`` sums the deltas with ``start < delta.end <= end`` — like
+``increase(x[w])`` evaluated at ``end``, whose range is left-open (Prometheus 3). A
+delta that straddles ``start`` counts in full (no extrapolation or clipping), and its
+whole length counts in ``covered``; so ``covered`` may exceed ``end - start`` by up to
+one scrape interval, and rates divide by ``covered``, not by the window length.
+
+**Resets.** ``reset`` is set when any included delta was a restart
+(:mod:`app.windows.delta`), or when a histogram's deltas in the window have more than
+one bucket layout: only those with the layout of the latest delta carrying the signal
+are summed; the others are skipped.
+
+**Gauges.** ``avg`` and ``max`` over the samples in the window (one per delta, its
+``gauges`` at its end; or the explicit ``gauge_samples``), ``last`` the latest. NaN
+samples are ignored (as if absent).
+
+**Missing.** The union of the included deltas' ``missing``, plus every core signal
+(``CORE_SIGNALS``) that no included delta or gauge sample carried at all.
+
+**Exactness.** Every sum is exact and rounded once (Shewchuk's algorithm, the one behind
+``math.fsum``), so a window's numbers do not depend on the order of summation, and the
+sliding :func:`windows` gives bit-identical results to :func:`window` on each window,
+however long the history.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, deque
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from app.model import (
+    CORE_SIGNALS,
+    QUANTILES,
+    GaugeStats,
+    HistogramDelta,
+    IntervalDelta,
+    Quantile,
+    Window,
+)
+from app.windows.quantile import quantiles_of_delta
+
+# A gauge sample: (time, {signal: value}).
+GaugeSample = tuple[float, Mapping[str, float]]
+
+__all__ = [
+    "GaugeSample",
+    "finished_requests",
+    "mean_gen_len",
+    "mean_prompt_len",
+    "prefix_hit_ratio",
+    "quantile",
+    "sum_histogram_deltas",
+    "window",
+    "windows",
+]
+
+
+def _int_pieces(n: int) -> list[float]:
+    """An integer as floats that add up to it exactly (one float below 2**53)."""
+    pieces: list[float] = []
+    while n:
+        f = float(n)
+        pieces.append(f)
+        n -= int(f)
+    return pieces
+
+
+class ExactSum:
+    """A running sum that is exact (values may also be removed) and rounded once.
+
+    Integer-valued inputs (bucket counts, token counts: the common case) go to an exact
+    Python ``int``; the others to Shewchuk's non-overlapping partials. :meth:`value` is
+    the correctly rounded exact sum — the same float ``math.fsum`` returns for the values
+    currently held. Infinities and NaNs are counted apart so they can be removed again.
+    """
+
+    __slots__ = ("_int", "_partials", "_pinf", "_ninf", "_nan")
+
+    def __init__(self) -> None:
+        self._int = 0
+        self._partials: list[float] = []
+        self._pinf = 0
+        self._ninf = 0
+        self._nan = 0
+
+    def add(self, x: float) -> None:
+        self.update(x, 1)
+
+    def sub(self, x: float) -> None:
+        self.update(x, -1)
+
+    def update(self, x: float, sign: int) -> None:
+        """Add ``x`` (``sign`` 1) or remove it (``sign`` -1)."""
+        if x - x != 0:  # inf or NaN
+            if math.isnan(x):
+                self._nan += sign
+            elif x > 0:
+                self._pinf += sign
+            else:
+                self._ninf += sign
+            return
+        n = int(x)
+        if n == x:
+            self._int += n if sign > 0 else -n
+            return
+        if sign < 0:
+            x = -x
+        partials = self._partials
+        i = 0
+        for y in partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            if hi - hi != 0:
+                raise OverflowError("intermediate overflow in ExactSum")
+            lo = y - (hi - x)
+            if lo:
+                partials[i] = lo
+                i += 1
+            x = hi
+        partials[i:] = [x] if x else []
+
+    def value(self) -> float:
+        if self._nan > 0 or (self._pinf > 0 and self._ninf > 0):
+            return math.nan
+        if self._pinf > 0:
+            return math.inf
+        if self._ninf > 0:
+            return -math.inf
+        if not self._partials:
+            return float(self._int)  # int → float is correctly rounded
+        if not self._int:
+            return math.fsum(self._partials)
+        return math.fsum([*self._partials, *_int_pieces(self._int)])
+
+
+@dataclass
+class _HistAcc:
+    """Summed deltas of one histogram signal with one bucket layout."""
+
+    members: int = 0
+    buckets: dict[int, ExactSum] = field(default_factory=dict)
+    sum: ExactSum = field(default_factory=ExactSum)
+    count: ExactSum = field(default_factory=ExactSum)
+
+    def apply(self, hd: HistogramDelta, sign: int) -> None:
+        self.members += sign
+        for index, inc in hd.buckets.items():
+            acc = self.buckets.get(index)
+            if acc is None:
+                acc = self.buckets[index] = ExactSum()
+            acc.update(inc, sign)
+        self.sum.update(hd.sum, sign)
+        self.count.update(hd.count, sign)
+
+    def result(self, bounds: tuple[float, ...]) -> HistogramDelta:
+        buckets: dict[int, float] = {}
+        for index in sorted(self.buckets):
+            v = self.buckets[index].value()
+            if v != 0:
+                buckets[index] = v
+        return HistogramDelta(
+            bounds=bounds, buckets=buckets, sum=self.sum.value(), count=self.count.value()
+        )
+
+
+@dataclass
+class _GaugeAcc:
+    """Samples of one gauge in the window: FIFO of (seq, value), running sum, max deque."""
+
+    samples: deque[tuple[int, float]] = field(default_factory=deque)
+    total: ExactSum = field(default_factory=ExactSum)
+    maxq: deque[tuple[int, float]] = field(default_factory=deque)
+
+    def add(self, seq: int, v: float) -> None:
+        self.samples.append((seq, v))
+        self.total.add(v)
+        while self.maxq and self.maxq[-1][1] <= v:
+            self.maxq.pop()
+        self.maxq.append((seq, v))
+
+    def remove_oldest(self) -> None:
+        seq, v = self.samples.popleft()
+        self.total.sub(v)
+        if self.maxq and self.maxq[0][0] == seq:
+            self.maxq.popleft()
+
+    def stats(self) -> GaugeStats:
+        n = len(self.samples)
+        return GaugeStats(avg=self.total.value() / n, max=self.maxq[0][1], last=self.samples[-1][1])
+
+
+class _Accumulator:
+    """What is in the window now. Deltas and samples leave in the order they came in."""
+
+    def __init__(self) -> None:
+        # signal -> layout -> summed deltas; signal -> FIFO of the layouts of its deltas
+        self.hist: dict[str, dict[tuple[float, ...], _HistAcc]] = {}
+        self.hist_order: dict[str, deque[tuple[float, ...]]] = {}
+        self.counters: dict[str, ExactSum] = {}
+        self.counter_members: Counter[str] = Counter()
+        self.missing: Counter[str] = Counter()
+        self.covered = ExactSum()
+        self.intervals = 0
+        self.resets = 0
+        self.gauges: dict[str, _GaugeAcc] = {}
+        self.gauge_seq = 0
+
+    # -- deltas ---------------------------------------------------------------------
+    def add_delta(self, d: IntervalDelta) -> None:
+        self._apply(d, 1)
+
+    def remove_delta(self, d: IntervalDelta) -> None:
+        self._apply(d, -1)
+
+    def _apply(self, d: IntervalDelta, sign: int) -> None:
+        self.intervals += sign
+        self.resets += sign if d.reset else 0
+        self.covered.update(d.end - d.start, sign)
+        for name in d.missing:
+            self._count(self.missing, name, sign)
+        for name, hd in d.histograms.items():
+            layouts = self.hist.setdefault(name, {})
+            order = self.hist_order.setdefault(name, deque())
+            acc = layouts.get(hd.bounds)
+            if acc is None:
+                acc = layouts[hd.bounds] = _HistAcc()
+            acc.apply(hd, sign)
+            if sign > 0:
+                order.append(hd.bounds)
+            else:
+                order.popleft()
+                if acc.members == 0:
+                    del layouts[hd.bounds]
+                if not order:
+                    del self.hist[name], self.hist_order[name]
+        for name, value in d.counters.items():
+            c = self.counters.get(name)
+            if c is None:
+                c = self.counters[name] = ExactSum()
+            c.update(value, sign)
+            self._count(self.counter_members, name, sign)
+            if name not in self.counter_members:
+                del self.counters[name]
+
+    @staticmethod
+    def _count(counter: Counter[str], name: str, sign: int) -> None:
+        counter[name] += sign
+        if counter[name] == 0:
+            del counter[name]
+
+    # -- gauges ---------------------------------------------------------------------
+    def add_gauges(self, values: Mapping[str, float]) -> None:
+        seq = self.gauge_seq
+        self.gauge_seq += 1
+        for name, v in values.items():
+            if math.isnan(v):
+                continue
+            g = self.gauges.get(name)
+            if g is None:
+                g = self.gauges[name] = _GaugeAcc()
+            g.add(seq, v)
+
+    def remove_gauges(self, values: Mapping[str, float]) -> None:
+        for name, v in values.items():
+            if math.isnan(v):
+                continue
+            g = self.gauges[name]
+            g.remove_oldest()
+            if not g.samples:
+                del self.gauges[name]
+
+    # -- result ---------------------------------------------------------------------
+    def window(self, *, target: str, model_name: str, start: float, end: float) -> Window:
+        histograms: dict[str, HistogramDelta] = {}
+        layout_skipped = False
+        for name in sorted(self.hist):
+            latest = self.hist_order[name][-1]
+            layouts = self.hist[name]
+            layout_skipped = layout_skipped or len(layouts) > 1
+            histograms[name] = layouts[latest].result(latest)
+        labels = [label for label, _ in QUANTILES]
+        qs = [q for _, q in QUANTILES]
+        quantiles = {
+            name: dict(zip(labels, quantiles_of_delta(qs, hd), strict=True))
+            for name, hd in histograms.items()
+        }
+        means = {
+            name: (hd.sum / hd.count if hd.count != 0 else None) for name, hd in histograms.items()
+        }
+        observations = {name: hd.count for name, hd in histograms.items()}
+        covered = self.covered.value() if self.intervals else 0.0
+        increases = {name: self.counters[name].value() for name in sorted(self.counters)}
+        rates = {name: (v / covered if covered > 0 else None) for name, v in increases.items()}
+        gauges = {name: self.gauges[name].stats() for name in sorted(self.gauges)}
+        seen = set(histograms) | set(increases) | set(gauges)
+        missing = set(self.missing) | {s for s in CORE_SIGNALS if s not in seen}
+        return Window(
+            target=target,
+            model_name=model_name,
+            start=start,
+            end=end,
+            quantiles=quantiles,
+            means=means,
+            observations=observations,
+            increases=increases,
+            rates=rates,
+            gauges=gauges,
+            histograms=histograms,
+            covered=covered,
+            intervals=self.intervals,
+            reset=self.resets > 0 or layout_skipped,
+            missing=tuple(sorted(missing)),
+        )
+
+
+def _sorted_deltas(deltas: Iterable[IntervalDelta]) -> list[IntervalDelta]:
+    return sorted(deltas, key=lambda d: d.end)
+
+
+def _gauge_source(
+    deltas: Sequence[IntervalDelta], gauge_samples: Sequence[GaugeSample] | None
+) -> list[GaugeSample]:
+    if gauge_samples is None:
+        return [(d.end, d.gauges) for d in deltas]
+    return sorted(gauge_samples, key=lambda s: s[0])
+
+
+def window(
+    deltas: Sequence[IntervalDelta],
+    *,
+    start: float,
+    end: float,
+    target: str,
+    model_name: str,
+    gauge_samples: Sequence[GaugeSample] | None = None,
+) -> Window:
+    """One stream's window ``(start, end]``: the sum of the deltas ending inside it.
+
+    ``deltas`` are one stream's interval deltas in any order (others are filtered out
+    by their end time only). Gauge statistics come from the deltas' ``gauges`` unless
+    ``gauge_samples`` (``(time, {signal: value})``, e.g. stored scrape samples, which
+    also exist for a first scrape that has no delta) are given; then only those whose
+    time lies in ``(start, end]`` are used. See the module docstring for the rules.
+    """
+    inside = _sorted_deltas(d for d in deltas if start < d.end <= end)
+    acc = _Accumulator()
+    for d in inside:
+        acc.add_delta(d)
+    for ts, values in _gauge_source(inside, gauge_samples):
+        if start < ts <= end:
+            acc.add_gauges(values)
+    return acc.window(target=target, model_name=model_name, start=start, end=end)
+
+
+def windows(
+    deltas: Sequence[IntervalDelta],
+    *,
+    start: float,
+    end: float,
+    length: float,
+    step: float,
+    target: str,
+    model_name: str,
+    gauge_samples: Sequence[GaugeSample] | None = None,
+) -> list[Window]:
+    """Sliding windows of ``length`` seconds ending at ``start + length + k*step <= end``.
+
+    Window ``k`` is ``(e_k - length, e_k]`` with ``e_k = start + length + k*step``, and
+    equals ``window(deltas, start=e_k - length, end=e_k, ...)`` bit for bit. Each delta
+    and gauge sample is added and removed once (O(n) plus O(signals·buckets) per
+    window emitted), so long histories are cheap.
+    """
+    if not (math.isfinite(length) and length > 0):
+        raise ValueError(f"length must be a positive number of seconds, got {length}")
+    if not (math.isfinite(step) and step > 0):
+        raise ValueError(f"step must be a positive number of seconds, got {step}")
+    ordered = _sorted_deltas(deltas)
+    samples = _gauge_source(ordered, gauge_samples)
+    acc = _Accumulator()
+    out: list[Window] = []
+    d_lo = d_hi = 0
+    g_lo = g_hi = 0
+    k = 0
+    while True:
+        w_end = start + length + k * step
+        if not w_end <= end:
+            break
+        w_start = w_end - length
+        # deltas: drop those ending at or before w_start, add those ending by w_end
+        while d_lo < d_hi and ordered[d_lo].end <= w_start:
+            acc.remove_delta(ordered[d_lo])
+            d_lo += 1
+        if d_lo == d_hi:
+            while d_hi < len(ordered) and ordered[d_hi].end <= w_start:
+                d_hi += 1
+            d_lo = d_hi
+        while d_hi < len(ordered) and ordered[d_hi].end <= w_end:
+            acc.add_delta(ordered[d_hi])
+            d_hi += 1
+        # gauge samples: the same two pointers
+        while g_lo < g_hi and samples[g_lo][0] <= w_start:
+            acc.remove_gauges(samples[g_lo][1])
+            g_lo += 1
+        if g_lo == g_hi:
+            while g_hi < len(samples) and samples[g_hi][0] <= w_start:
+                g_hi += 1
+            g_lo = g_hi
+        while g_hi < len(samples) and samples[g_hi][0] <= w_end:
+            acc.add_gauges(samples[g_hi][1])
+            g_hi += 1
+        out.append(acc.window(target=target, model_name=model_name, start=w_start, end=w_end))
+        k += 1
+    return out
+
+
+def sum_histogram_deltas(deltas: Sequence[HistogramDelta]) -> HistogramDelta | None:
+    """Sum histogram deltas of several replicas (fleet views): per-bucket, sum, count.
+
+    ``None`` for an empty list. All deltas must share the same bounds — summing
+    different layouts bucket by bucket would be meaningless — else ``ValueError``;
+    group by ``bounds`` first when a fleet mixes layouts.
+    """
+    if not deltas:
+        return None
+    bounds = deltas[0].bounds
+    acc = _HistAcc()
+    for hd in deltas:
+        if hd.bounds != bounds:
+            raise ValueError(f"cannot sum histograms with bounds {bounds} and {hd.bounds}")
+        acc.apply(hd, 1)
+    return acc.result(bounds)
+
+
+# -- derived numbers the API shows -------------------------------------------------------
+
+
+def prefix_hit_ratio(w: Window) -> float | None:
+    """Prefix-cache hit ratio in the window: Δprefix_hits / Δprefix_queries.
+
+    ``None`` when no query was counted. Without the counters (vLLM V0) it falls back to
+    the last value of the V0 gauge ``prefix_hit_rate`` when that is ≥ 0 (-1 = caching
+    off → ``None``). Unit-free, so the 0.8.x block-based counters give a ratio too.
+    """
+    queries = w.increases.get("prefix_queries")
+    hits = w.increases.get("prefix_hits")
+    if queries is not None and hits is not None:
+        return hits / queries if queries > 0 else None
+    gauge = w.gauges.get("prefix_hit_rate")
+    if gauge is not None and gauge.last is not None and gauge.last >= 0:
+        return gauge.last
+    return None
+
+
+def mean_prompt_len(w: Window) -> float | None:
+    """Mean prompt length (tokens) of requests finished in the window: Δsum / Δcount."""
+    return w.means.get("prompt_len")
+
+
+def mean_gen_len(w: Window) -> float | None:
+    """Mean generation length (tokens) of requests finished in the window."""
+    return w.means.get("gen_len")
+
+
+def finished_requests(w: Window) -> float | None:
+    """Requests finished in the window, all reasons (``finished:*``); None if unseen."""
+    values = [v for name, v in w.increases.items() if name.startswith("finished:")]
+    return math.fsum(values) if values else None
+
+
+def quantile(w: Window, signal: str, label: str) -> Quantile | None:
+    """``w.quantiles[signal][label]``, or None when the signal is not in the window."""
+    return w.quantiles.get(signal, {}).get(label)
