@@ -169,6 +169,21 @@ def test_requests_waiting_with_no_first_token_at_all_is_queue_bound():
     assert "no first token" in _ev(d, "queue_bound", "ttft_p99").note
 
 
+def test_requests_running_without_any_progress_are_never_healthy():
+    w = make_window(
+        ttft=(0, 0, 0, 0),
+        itl=(0, 0, 0, 0),
+        running=(3, 3),
+        prompt_tokens=0,
+        generation_tokens=0,
+        prefix=(0, 0),
+        finished=0,
+    )
+    d = diagnose(w)
+    assert d.cls is C.INSUFFICIENT_DATA
+    assert "no token produced" in d.summary
+
+
 def test_slow_first_token_without_queueing_is_prefill_bound():
     w = make_window(ttft=(1.8, 3.5, 100, 2.0), queue_time=(0.05, 100), prompt_len=1800)
     d = diagnose(w)
@@ -272,7 +287,7 @@ def test_slo_override_for_one_model_applies_only_to_it():
     assert diagnose(w_big, config).slo_itl_p99 == 0.05
 
 
-def test_most_specific_slo_override_wins():
+def test_most_specific_slo_override_wins_and_target_beats_model():
     config = DiagnosisConfig(
         slo_overrides=(
             SloOverride(model_name="m", ttft_p99=5.0),
@@ -283,6 +298,13 @@ def test_most_specific_slo_override_wins():
     assert config.slo_for("t", "m").ttft_p99 == 1.0
     assert config.slo_for("u", "m").ttft_p99 == 5.0
     assert config.slo_for("t", "x").ttft_p99 == 9.0
+    partial = DiagnosisConfig(
+        slo_overrides=(
+            SloOverride(target="t", ttft_p99=9.0),
+            SloOverride(model_name="m", ttft_p99=5.0),
+        )
+    )
+    assert partial.slo_for("t", "m").ttft_p99 == 9.0
 
 
 def test_roofline_shows_ceiling_and_efficiency():

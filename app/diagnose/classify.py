@@ -146,7 +146,11 @@ def _healthy_or_unknown(
     config: DiagnosisConfig,
     coverage: float,
 ) -> tuple[DiagnosisClass, str, float]:
-    """Healthy needs every rule judged; an unjudgeable one names what is unknown."""
+    """Healthy needs every rule judged; an unjudgeable one names what is unknown.
+
+    Requests running with no progress at all (no token, no first token, nothing
+    finished) cannot be called healthy either: the engine is stuck or the page frozen.
+    """
     unknown = sorted(
         {
             e.signal
@@ -158,6 +162,13 @@ def _healthy_or_unknown(
     )
     if unknown:
         return C.INSUFFICIENT_DATA, f"Insufficient data: cannot judge {', '.join(unknown)}", 1.0
+    progress = f.ttft_n + f.itl_n + (f.finished or 0.0) + (f.generation_tokens or 0.0)
+    if progress == 0 and (f.running_avg or 0.0) >= 1:
+        summary = (
+            f"Insufficient data: {fmt_value(f.running_avg)} requests running on average but "
+            f"no token produced in {f.covered:.0f} s (engine stuck, or the page is frozen)"
+        )
+        return C.INSUFFICIENT_DATA, summary, 1.0
     ratios, counts = [], []
     if f.ttft_n > 0 and f.ttft_p99 is not None:
         ratios.append(f.ttft_p99 / slo.ttft_p99)

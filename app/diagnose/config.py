@@ -1,8 +1,9 @@
 """Every threshold the diagnosis uses, in one place, with the reason for its default.
 
 SLOs are per stream: ``slo_for(target, model_name)`` picks the most specific override
-(target and model, then model, then target) and falls back to the defaults, which are
-MLPerf's Llama-3.1-8B server scenario (TTFT p99 2 s, TPOT p99 100 ms).
+(target and model, then target, then model — a target override beats a model override,
+as in ``Settings.slo``) and falls back to the defaults, which are MLPerf's
+Llama-3.1-8B server scenario (TTFT p99 2 s, TPOT p99 100 ms).
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ class SloOverride:
 
     @property
     def specificity(self) -> int:
-        # target+model beats model alone, which beats target alone.
-        return (2 if self.model_name is not None else 0) + (1 if self.target is not None else 0)
+        # target+model beats target alone, which beats model alone.
+        return (2 if self.target is not None else 0) + (1 if self.model_name is not None else 0)
 
 
 @dataclass(frozen=True, slots=True)
