@@ -1,15 +1,209 @@
-"""``phasewatch sim``: the vLLM simulator (placeholder until the simulator lands)."""
+"""``phasewatch sim``: serve a simulated vLLM fleet, or write a recording.
+
+Serve:  phasewatch sim --scenario healthy [--port 8000] [--replicas N] [--vllm-version 0.33]
+Record: phasewatch sim --scenario incident --record DIR [--duration 900] [--seed 1]
+List:   phasewatch sim --list
+
+Exit codes: 0 done, 2 bad input (unknown scenario or preset, impossible parameters).
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from collections import Counter
 from typing import Any
+
+import yaml
+
+from app.sim.errors import SimConfigError
+from app.sim.metrics import VERSIONS
+from app.sim.model import nearest_preset
 
 
 def register(sub: Any) -> None:
-    p: argparse.ArgumentParser = sub.add_parser("sim", help="run the vLLM simulator")
+    p: argparse.ArgumentParser = sub.add_parser(
+        "sim",
+        help="run the vLLM simulator",
+        description="Simulate vLLM replicas: serve live /metrics or write a recording "
+        "(exposition pages every 5 s plus truth.jsonl). See docs/simulator.md.",
+    )
+    p.add_argument("--scenario", help="scenario name (see --list) or a path to a YAML file")
+    p.add_argument("--list", action="store_true", help="list the shipped scenarios and exit")
+    p.add_argument("--port", type=int, default=8000, help="port to serve on (0: any free port)")
+    p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--replicas", type=int, default=1, help="replicas served as /replica/{i}/metrics"
+    )
+    p.add_argument(
+        "--vllm-version",
+        choices=VERSIONS,
+        default="0.33",
+        help="metric names to print: 0.33 (V1), 0.10 (V1 + deprecated twins), 0.6 (V0)",
+    )
+    p.add_argument("--speed", type=float, default=1.0, help="sim seconds per wall second (live)")
+    p.add_argument("--record", metavar="DIR", help="write a recording to DIR instead of serving")
+    p.add_argument("--duration", type=float, help="recording length in sim seconds")
+    p.add_argument("--start", type=float, help="Unix time of the first page (default 1764403200)")
+    g = p.add_argument_group("overrides (apply to the scenario's base; phases still apply)")
+    g.add_argument("--device", help="cpu, a10g, l40s, rtx4090, a100-80gb, h100-sxm")
+    g.add_argument("--model", help="model preset, e.g. llama-3.1-8b, llama-3.1-70b")
+    g.add_argument(
+        "--model-params",
+        type=float,
+        metavar="B",
+        help="model size in billions (architecture of the nearest preset)",
+    )
+    g.add_argument("--weight-bits", type=int, choices=(4, 8, 16))
+    g.add_argument("--rate", type=float, help="arrival rate, requests/s")
+    g.add_argument("--load", type=float, help="arrival rate relative to estimated capacity")
+    g.add_argument("--max-num-seqs", type=int)
+    g.add_argument("--max-num-batched-tokens", type=int)
+    g.add_argument("--gpu-memory-utilization", type=float)
+    g.add_argument("--max-model-len", type=int)
+    g.add_argument("--no-prefix-caching", action="store_true")
+    g.add_argument("--served-model-name")
+    g.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="any scenario setting, e.g. engine.block_size=32 (repeatable)",
+    )
     p.set_defaults(func=_run)
 
 
+def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
+    """CLI flags as dotted scenario overrides."""
+    out: dict[str, Any] = {}
+    if args.device:
+        out["device"] = {"preset": args.device}
+    if args.model:
+        out["model.preset"] = args.model
+    if args.model_params is not None:
+        if args.model_params <= 0:
+            raise SimConfigError(f"--model-params must be positive, got {args.model_params}")
+        if not args.model:
+            out["model.preset"] = nearest_preset(args.model_params)
+        out["model.params_b"] = args.model_params
+    if args.weight_bits is not None:
+        out["model.weight_bits"] = args.weight_bits
+    if args.rate is not None and args.load is not None:
+        raise SimConfigError("give --rate or --load, not both")
+    if args.rate is not None:
+        out["workload.rate"] = args.rate
+    if args.load is not None:
+        out["workload.load"] = args.load
+    for flag in (
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "gpu_memory_utilization",
+        "max_model_len",
+        "served_model_name",
+    ):
+        value = getattr(args, flag)
+        if value is not None:
+            out[f"engine.{flag}"] = value
+    if args.no_prefix_caching:
+        out["engine.enable_prefix_caching"] = False
+    for item in args.set:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise SimConfigError(f"--set expects KEY=VALUE, got {item!r}")
+        out[key.strip()] = yaml.safe_load(raw)
+    return out
+
+
 def _run(args: argparse.Namespace) -> int:
+    from app.sim import scenario as scenarios
+
+    if args.list:
+        for name in scenarios.available():
+            sc = scenarios.load(name)
+            print(f"{name:22s} {sc.expect or '':14s} {sc.description}")
+        return 0
+    if not args.scenario:
+        return _fail("--scenario is required (or --list)")
+    try:
+        sc = scenarios.load(args.scenario, overrides_from(args))
+        if args.record:
+            return _record(args, sc)
+        return _serve(args, sc)
+    except SimConfigError as exc:
+        return _fail(str(exc))
+
+
+def _fail(message: str) -> int:
+    print(f"phasewatch sim: error: {message}", file=sys.stderr)
     return 2
+
+
+def _record(args: argparse.Namespace, sc: Any) -> int:
+    from app.sim.record import DEFAULT_EPOCH, record
+
+    if args.replicas != 1:
+        return _fail("--record writes one replica; drop --replicas")
+    if args.duration is not None and args.duration <= 0:
+        return _fail(f"--duration must be positive, got {args.duration}")
+    start = DEFAULT_EPOCH if args.start is None else args.start
+    out = record(
+        sc, args.record, args.duration, args.seed, version=args.vllm_version, start_unix=start
+    )
+    classes: Counter[str] = Counter()
+    with (out / "truth.jsonl").open(encoding="utf-8") as fh:
+        for line in fh:
+            classes[yaml.safe_load(line)["class"]] += 1
+    summary = ", ".join(f"{k} {v}" for k, v in classes.most_common())
+    print(f"wrote {out} ({sum(classes.values())} intervals: {summary})")
+    return 0
+
+
+def _serve(args: argparse.Namespace, sc: Any) -> int:
+    from app.sim.server import start_server
+
+    if args.replicas < 1:
+        return _fail(f"--replicas must be >= 1, got {args.replicas}")
+    if not 0 <= args.port <= 65535:
+        return _fail(f"--port must be in 0..65535, got {args.port}")
+    if args.speed <= 0:
+        return _fail(f"--speed must be positive, got {args.speed}")
+    try:
+        server, thread, url = start_server(
+            sc,
+            args.port,
+            args.replicas,
+            args.seed,
+            version=args.vllm_version,
+            host=args.host,
+            speed=args.speed,
+        )
+    except OSError as exc:
+        return _fail(f"cannot listen on {args.host}:{args.port}: {exc}")
+    print(f"listening on {url}", flush=True)
+    if args.replicas > 1:
+        print(
+            f"replicas: {url}/replica/0/metrics .. {url}/replica/{args.replicas - 1}/metrics",
+            flush=True,
+        )
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        server.server_close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m app.sim.cli ...``: the same command without the rest of the CLI."""
+    parser = argparse.ArgumentParser(prog="phasewatch")
+    register(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["sim", *(sys.argv[1:] if argv is None else argv)])
+    code: int = args.func(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

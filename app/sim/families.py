@@ -1,0 +1,344 @@
+"""vLLM's metric families per version, as data over a replica's state.
+
+Names, HELP texts, labels, buckets and order follow ``reference/vllm-metrics.md`` and the
+generated fixtures: ``0.33`` (V1, ``engine`` label, ``_created`` families), ``0.10`` (V1
+plus the deprecated ``gpu_cache_usage_perc``, ``gpu_prefix_cache_*`` and
+``time_per_output_token_seconds`` twins, as 0.10.2 printed them), ``0.6`` (V0 names,
+``model_name`` only, children created lazily: a family has no samples until its first
+observation, and no ``_created`` families).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from app.sim.engine import Replica
+from app.sim.metrics import REJECTION_REASONS, SUCCESS_REASONS, Hist, MetricState
+
+Value = Callable[[], float]
+
+HistValue = Callable[[], Hist]
+
+
+@dataclass(slots=True)
+class Child:
+    labels: dict[str, str]
+    value: Value | HistValue
+    visible: Callable[[], bool] | None = None
+
+
+@dataclass(slots=True)
+class Family:
+    kind: str  # gauge | counter | histogram
+    name: str  # counters without _total
+    help: str
+    children: list[Child]
+    created: bool
+
+
+class Source:
+    """What the families read: the metric state plus the engine's live gauges."""
+
+    def __init__(
+        self,
+        metrics: MetricState,
+        running: Value,
+        waiting: Value,
+        kv_usage: Value,
+        cache_labels: dict[str, str],
+    ) -> None:
+        self.m = metrics
+        self.running = running
+        self.waiting = waiting
+        self.kv_usage = kv_usage
+        self.cache_labels = cache_labels
+
+
+def _const(v: float) -> Value:
+    return lambda: v
+
+
+def families(src: Source, version: str, model_name: str) -> list[Family]:
+    """The families of ``version`` in the order vLLM registers them."""
+    if version == "0.6":
+        from app.sim.families_v0 import v0_families
+
+        return v0_families(src, model_name)
+    m = src.m
+    base = {"engine": "0", "model_name": model_name}
+    created = True
+    out: list[Family] = []
+
+    def gauge(name: str, help_: str, value: Value) -> None:
+        out.append(Family("gauge", name, help_, [Child(dict(base), value)], False))
+
+    def counter(name: str, help_: str, value: Value) -> None:
+        out.append(Family("counter", name, help_, [Child(dict(base), value)], created))
+
+    def labelled(kind: str, name: str, help_: str, key: str, items: dict[str, Value]) -> None:
+        kids = [Child({**base, key: k}, v) for k, v in items.items()]
+        out.append(Family(kind, name, help_, kids, created and kind == "counter"))
+
+    def hist(name: str, help_: str, h: Hist) -> None:
+        out.append(Family("histogram", name, help_, [Child(dict(base), lambda: h)], created))
+
+    v10 = version == "0.10"
+    gauge(
+        "vllm:num_requests_running", "Number of requests in model execution batches.", src.running
+    )
+    gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", src.waiting)
+    if v10:
+        gauge(
+            "vllm:gpu_cache_usage_perc",
+            "GPU KV-cache usage. 1 means 100 percent usage."
+            "DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
+            src.kv_usage,
+        )
+        counter(
+            "vllm:gpu_prefix_cache_queries",
+            "GPU prefix cache queries, in terms of number "
+            "of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.",
+            lambda: m.prefix_queries,
+        )
+        counter(
+            "vllm:gpu_prefix_cache_hits",
+            "GPU prefix cache hits, in terms of number of "
+            "cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.",
+            lambda: m.prefix_hits,
+        )
+    else:
+        labelled(
+            "gauge",
+            "vllm:num_requests_waiting_by_reason",
+            _WAITING_BY_REASON_HELP,
+            "reason",
+            {"capacity": src.waiting, "deferred": _const(0.0)},
+        )
+        labelled(
+            "gauge",
+            "vllm:engine_sleep_state",
+            _SLEEP_HELP,
+            "sleep_state",
+            {"awake": _const(1.0), "weights_offloaded": _const(0.0), "discard_all": _const(0.0)},
+        )
+    gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", src.kv_usage)
+    counter(
+        "vllm:prefix_cache_queries",
+        "Prefix cache queries, in terms of number of queried tokens.",
+        lambda: m.prefix_queries,
+    )
+    counter(
+        "vllm:prefix_cache_hits",
+        "Prefix cache hits, in terms of number of cached tokens.",
+        lambda: m.prefix_hits,
+    )
+    if not v10:
+        zero = _const(0.0)
+        counter(
+            "vllm:external_prefix_cache_queries",
+            "External prefix cache queries from KV "
+            "connector cross-instance cache sharing, in terms of number of queried tokens.",
+            zero,
+        )
+        counter(
+            "vllm:external_prefix_cache_hits",
+            "External prefix cache hits from KV "
+            "connector cross-instance cache sharing, in terms of number of cached tokens.",
+            zero,
+        )
+        counter(
+            "vllm:mm_cache_queries",
+            "Multi-modal cache queries, in terms of number of queried items.",
+            zero,
+        )
+        counter(
+            "vllm:mm_cache_hits",
+            "Multi-modal cache hits, in terms of number of cached items.",
+            zero,
+        )
+    counter(
+        "vllm:num_preemptions",
+        "Cumulative number of preemption from the engine.",
+        lambda: m.preemptions,
+    )
+    counter("vllm:prompt_tokens", "Number of prefill tokens processed.", lambda: m.prompt_tokens)
+    if not v10:
+        labelled(
+            "counter",
+            "vllm:prompt_tokens_by_source",
+            "Number of prompt tokens by source.",
+            "source",
+            {
+                "local_compute": lambda: m.prompt_local_compute,
+                "local_cache_hit": lambda: m.prompt_cache_hit,
+                "external_kv_transfer": _const(0.0),
+            },
+        )
+        counter(
+            "vllm:prompt_tokens_cached",
+            "Number of cached prompt tokens (local + external).",
+            lambda: m.prompt_cache_hit,
+        )
+        tiers: dict[str, Value] = {"device": lambda: m.prompt_cache_hit}
+        for tier in ("host", "p2p", "disk", "external_unspecified"):
+            tiers[tier] = _const(0.0)
+        labelled(
+            "counter",
+            "vllm:prompt_tokens_cached_by_source",
+            _CACHED_BY_SOURCE_HELP,
+            "source",
+            tiers,
+        )
+    counter(
+        "vllm:generation_tokens",
+        "Number of generation tokens processed.",
+        lambda: m.generation_tokens,
+    )
+    reasons = SUCCESS_REASONS[:3] if v10 else SUCCESS_REASONS
+    labelled(
+        "counter",
+        "vllm:request_success",
+        "Count of successfully processed requests.",
+        "finished_reason",
+        {r: _reader(m.success, r) for r in reasons},
+    )
+    if not v10:
+        kids = [
+            Child({"model_name": model_name, "reason": r}, _reader(m.rejections, r))
+            for r in REJECTION_REASONS
+        ]
+        out.append(
+            Family(
+                "counter",
+                "vllm:admission_rejections",
+                "Number of admission attempts rejected by a queue limit, by reason.",
+                kids,
+                created,
+            )
+        )
+    hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", m.req_prompt_tokens)
+    hist(
+        "vllm:request_generation_tokens", "Number of generation tokens processed.", m.req_gen_tokens
+    )
+    hist(
+        "vllm:iteration_tokens_total",
+        "Histogram of number of tokens per engine_step.",
+        m.iteration_tokens,
+    )
+    hist(
+        "vllm:request_max_num_generation_tokens",
+        "Histogram of maximum number of requested generation tokens.",
+        m.req_max_gen_tokens,
+    )
+    hist("vllm:request_params_n", "Histogram of the n request parameter.", m.req_params_n)
+    hist(
+        "vllm:request_params_max_tokens",
+        "Histogram of the max_tokens request parameter.",
+        m.req_params_max_tokens,
+    )
+    hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft)
+    if v10:
+        hist(
+            "vllm:time_per_output_token_seconds",
+            "Histogram of time per output token in "
+            "seconds.DEPRECATED: Use vllm:inter_token_latency_seconds instead.",
+            m.itl,
+        )
+    hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", m.itl)
+    if not v10:
+        hist(
+            "vllm:request_time_per_output_token_seconds",
+            "Histogram of time_per_output_token_seconds per request.",
+            m.tpot,
+        )
+    hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", m.e2e)
+    for key, h in (
+        ("queue", m.queue),
+        ("inference", m.inference),
+        ("prefill", m.prefill),
+        ("decode", m.decode),
+    ):
+        phase = {"queue": "WAITING", "inference": "RUNNING"}.get(key, key.upper())
+        hist(
+            f"vllm:request_{key}_time_seconds",
+            f"Histogram of time spent in {phase} phase for request.",
+            h,
+        )
+    if not v10:
+        hist(
+            "vllm:request_num_preemptions",
+            "Histogram of the number of times a request was preempted.",
+            m.req_num_preemptions,
+        )
+        hist(
+            "vllm:request_prefill_kv_computed_tokens",
+            "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
+            m.req_prefill_kv_computed,
+        )
+    info = {**src.cache_labels, "engine": "0"}
+    out.append(
+        Family(
+            "gauge",
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            [Child(info, _const(1.0))],
+            False,
+        )
+    )
+    return out
+
+
+def _reader(d: dict[str, float], key: str) -> Value:
+    return lambda: d[key]
+
+
+_WAITING_BY_REASON_HELP = (
+    "Number of waiting requests by reason. Reason labels: 'capacity' = waiting for "
+    "scheduling capacity; 'deferred' = deferred by transient constraints (LoRA budget, KV "
+    "transfer, blocked status). Sum of all reasons equals vllm:num_requests_waiting."
+)
+_SLEEP_HELP = (
+    "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is "
+    "awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2."
+)
+_CACHED_BY_SOURCE_HELP = (
+    "Prefix-cache hit tokens by the cache tier that supplied them: device (local HBM), host "
+    "(offloaded to DRAM), disk, p2p (transferred from another vLLM instance) or "
+    "external_unspecified. Counted at admission; sums to vllm:prefix_cache_hits + "
+    "vllm:external_prefix_cache_hits."
+)
+
+
+def cache_labels(replica: Replica) -> dict[str, str]:
+    """``vllm:cache_config_info`` labels (V1 as in the 0.33 fixture; V0 adds its swap fields)."""
+    cfg = replica.config
+    e = cfg.engine
+    labels = {
+        "block_size": str(e.block_size),
+        "cache_dtype": "auto" if cfg.model.kv_bits == 16 else "fp8",
+        "enable_prefix_caching": str(e.enable_prefix_caching),
+        "gpu_memory_utilization": str(float(e.gpu_memory_utilization)),
+        "num_gpu_blocks": str(cfg.num_gpu_blocks),
+    }
+    if replica.version == "0.6":
+        swap = 4 * 2**30
+        labels.update(
+            cpu_offload_gb="0",
+            num_cpu_blocks=str(swap // (e.block_size * cfg.model.kv_bytes_per_token)),
+            num_gpu_blocks_override=str(e.num_gpu_blocks_override),
+            sliding_window="None",
+            swap_space_bytes=str(float(swap)),
+        )
+    return labels
+
+
+def replica_families(replica: Replica) -> list[Family]:
+    src = Source(
+        replica.metrics,
+        running=lambda: float(replica.num_running),
+        waiting=lambda: float(replica.num_waiting),
+        kv_usage=lambda: replica.kv_usage,
+        cache_labels=cache_labels(replica),
+    )
+    return families(src, replica.version, replica.config.served_model_name)

@@ -1,0 +1,152 @@
+"""vLLM 0.6.3 (V0) metric families: ``model_name`` only, no ``_created``, lazy children.
+
+V0 creates a label child on first use, so until the first stats log a family prints only
+its HELP and TYPE lines, a histogram has no samples until its first observation, and
+``request_success`` shows only the reasons seen (``reference/vllm-metrics.md`` §2.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from app.sim.families import Child, Family, Source, Value, _const, _reader
+from app.sim.metrics import SUCCESS_REASONS, Hist
+
+
+def v0_families(src: Source, model_name: str) -> list[Family]:
+    """vLLM 0.6.3 V0: ``model_name`` only; children appear after the first stats log."""
+    m = src.m
+    base = {"model_name": model_name}
+    out: list[Family] = []
+
+    def started() -> bool:
+        return m.started
+
+    def simple(
+        kind: str, name: str, help_: str, value: Value | None, visible: Callable[[], bool] = started
+    ) -> None:
+        kids = [] if value is None else [Child(dict(base), value, visible)]
+        out.append(Family(kind, name, help_, kids, False))
+
+    def hist(name: str, help_: str, h: Hist) -> None:
+        kid = Child(dict(base), lambda: h, lambda: h.count > 0)
+        out.append(Family("histogram", name, help_, [kid], False))
+
+    caching = src.cache_labels.get("enable_prefix_caching") == "True"
+
+    def hit_rate() -> float:
+        if not caching:
+            return -1.0
+        q = m.prefix_block_queries
+        return m.prefix_block_hits / q if q else 0.0
+
+    simple(
+        "gauge",
+        "vllm:num_requests_running",
+        "Number of requests currently running on GPU.",
+        src.running,
+    )
+    simple(
+        "gauge",
+        "vllm:num_requests_waiting",
+        "Number of requests waiting to be processed.",
+        src.waiting,
+    )
+    simple("gauge", "vllm:num_requests_swapped", "Number of requests swapped to CPU.", _const(0.0))
+    simple(
+        "gauge",
+        "vllm:gpu_cache_usage_perc",
+        "GPU KV-cache usage. 1 means 100 percent usage.",
+        src.kv_usage,
+    )
+    simple(
+        "gauge",
+        "vllm:cpu_cache_usage_perc",
+        "CPU KV-cache usage. 1 means 100 percent usage.",
+        _const(0.0),
+    )
+    simple(
+        "gauge", "vllm:cpu_prefix_cache_hit_rate", "CPU prefix cache block hit rate.", _const(-1.0)
+    )
+    simple("gauge", "vllm:gpu_prefix_cache_hit_rate", "GPU prefix cache block hit rate.", hit_rate)
+    simple(
+        "counter",
+        "vllm:num_preemptions",
+        "Cumulative number of preemption from the engine.",
+        lambda: m.preemptions,
+    )
+    simple(
+        "counter",
+        "vllm:prompt_tokens",
+        "Number of prefill tokens processed.",
+        lambda: m.prompt_tokens,
+    )
+    simple(
+        "counter",
+        "vllm:generation_tokens",
+        "Number of generation tokens processed.",
+        lambda: m.generation_tokens,
+    )
+    hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft)
+    hist(
+        "vllm:time_per_output_token_seconds",
+        "Histogram of time per output token in seconds.",
+        m.itl,
+    )
+    hist(
+        "vllm:e2e_request_latency_seconds",
+        "Histogram of end to end request latency in seconds.",
+        m.e2e,
+    )
+    hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", m.req_prompt_tokens)
+    hist(
+        "vllm:request_generation_tokens", "Number of generation tokens processed.", m.req_gen_tokens
+    )
+    hist("vllm:request_params_n", "Histogram of the n request parameter.", m.req_params_n)
+    kids = [
+        Child({**base, "finished_reason": r}, _reader(m.success, r), _seen(m.success, r))
+        for r in SUCCESS_REASONS[:3]
+    ]
+    out.append(
+        Family(
+            "counter",
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            kids,
+            False,
+        )
+    )
+    simple(
+        "gauge", "vllm:spec_decode_draft_acceptance_rate", "Speulative token acceptance rate.", None
+    )
+    simple("gauge", "vllm:spec_decode_efficiency", "Speculative decoding system efficiency.", None)
+    for what in ("accepted", "draft", "emitted"):
+        simple("counter", f"vllm:spec_decode_num_{what}_tokens", f"Number of {what} tokens.", None)
+    simple(
+        "gauge",
+        "vllm:avg_prompt_throughput_toks_per_s",
+        "Average prefill throughput in tokens/s.",
+        lambda: m.avg_prompt_throughput or 0.0,
+        lambda: m.avg_prompt_throughput is not None,
+    )
+    simple(
+        "gauge",
+        "vllm:avg_generation_throughput_toks_per_s",
+        "Average generation throughput in tokens/s.",
+        lambda: m.avg_generation_throughput or 0.0,
+        lambda: m.avg_generation_throughput is not None,
+    )
+    out.append(
+        Family(
+            "gauge",
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            [Child(dict(src.cache_labels), _const(1.0))],
+            False,
+        )
+    )
+    return out
+
+
+def _seen(d: dict[str, float], key: str) -> Callable[[], bool]:
+    return lambda: d[key] > 0

@@ -1,0 +1,265 @@
+"""vLLM V1 scheduling: continuous batching, chunked prefill, paged KV blocks, preemption.
+
+Each step, under a budget of ``max_num_batched_tokens``:
+
+1. running requests, in admission order (so the decodes of older requests come before the
+   prompt chunks of newly admitted ones): a decode takes one token, a prompt in progress
+   takes ``min(remaining, budget)`` tokens. A request that needs a KV block when none is
+   free preempts the most recently admitted running request (recompute: its blocks are
+   freed and it re-enters the waiting queue at the front); if it is itself the last one,
+   it is preempted.
+2. if nothing was preempted this step, waiting requests in FCFS order while the budget
+   lasts and fewer than ``max_num_seqs`` run. The head of the queue blocks everyone
+   behind it when its first chunk's blocks do not fit (waiting for KV), or when the batch
+   or the budget is full (waiting for a slot).
+
+Prefix caching: one shared system prompt (whole blocks) is kept once in the pool while
+any request references it, and stays cached (counted as free) when none does, until an
+allocation needs its blocks.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from app.sim.config import EngineConfig
+
+
+class Request:
+    """One request's progress. Token counts follow vLLM: ``ncomp`` tokens have K/V."""
+
+    __slots__ = (
+        "arrival",
+        "prompt_len",
+        "target",
+        "max_tokens",
+        "reason",
+        "prefix",
+        "ncomp",
+        "nout",
+        "blocks",
+        "cap",
+        "shared",
+        "first_sched",
+        "first_token",
+        "last_token",
+        "preemptions",
+        "cached",
+        "preempted",
+        "done",
+    )
+
+    def __init__(
+        self,
+        arrival: float,
+        prompt_len: int,
+        target: int,
+        max_tokens: int,
+        reason: str,
+        prefix: int,
+    ) -> None:
+        self.arrival = arrival
+        self.prompt_len = prompt_len
+        self.target = target
+        self.max_tokens = max_tokens
+        self.reason = reason
+        self.prefix = prefix
+        self.ncomp = 0
+        self.nout = 0
+        self.blocks = 0
+        self.cap = 0
+        self.shared = False
+        self.first_sched = -1.0
+        self.first_token = -1.0
+        self.last_token = -1.0
+        self.preemptions = 0
+        self.cached = -1
+        self.preempted = False
+        self.done = False
+
+
+class Scheduler:
+    """Holds the queues and the block pool; ``schedule()`` fills the step's fields."""
+
+    def __init__(self, engine: EngineConfig, num_blocks: int, shared_prefix_tokens: int) -> None:
+        self.running: list[Request] = []
+        self.waiting: deque[Request] = deque()
+        self.total = num_blocks
+        self.used = 0
+        self.bs = engine.block_size
+        self.prefix_blocks = shared_prefix_tokens // engine.block_size
+        self.prefix_refs = 0
+        self.prefix_resident = False
+        self.n_preempted_waiting = 0
+        self.configure(engine)
+        # Filled by schedule():
+        self.dec: list[Request] = []
+        self.pre: list[tuple[Request, int]] = []
+        self.tokens = 0
+        self.attn = 0.0
+        self.ctx = 0
+        self.preempted: list[Request] = []
+        self.admitted: list[tuple[Request, int]] = []
+        self.wait_kv = 0
+        self.idle_prefill = 0
+        self.idle_decode = 0
+
+    def configure(self, engine: EngineConfig) -> None:
+        """Apply flags that may change at a phase boundary."""
+        self.max_num_seqs = engine.max_num_seqs
+        self.budget = engine.max_num_batched_tokens
+        self.caching = engine.enable_prefix_caching
+        self.max_queued = engine.max_num_queued_reqs
+
+    @property
+    def usage(self) -> float:
+        return self.used / self.total
+
+    # -- block pool ---------------------------------------------------------------------
+
+    def _take(self, n: int) -> bool:
+        free = self.total - self.used
+        if n > free:
+            return False
+        if self.prefix_resident and self.prefix_refs == 0 and n > free - self.prefix_blocks:
+            self.prefix_resident = False  # the cached system prompt is evicted (LRU)
+        self.used += n
+        return True
+
+    def release(self, r: Request) -> None:
+        self.used -= r.blocks
+        if r.shared:
+            self.prefix_refs -= 1
+            if self.prefix_refs == 0:
+                self.used -= self.prefix_blocks
+        r.blocks = 0
+        r.cap = 0
+        r.shared = False
+
+    def _preempt(self, r: Request) -> None:
+        self.release(r)
+        r.ncomp = 0
+        r.preemptions += 1
+        r.preempted = True
+        self.waiting.appendleft(r)
+        self.n_preempted_waiting += 1
+        self.preempted.append(r)
+
+    def _grow(self, r: Request, n: int) -> bool:
+        """Allocate slots for ``n`` more tokens, preempting from the tail; False if ``r`` lost."""
+        bs = self.bs
+        blocks = (r.ncomp + n - r.cap + bs - 1) // bs
+        running = self.running
+        while not self._take(blocks):
+            victim = running.pop()
+            self._preempt(victim)
+            if victim is r:
+                return False
+        r.blocks += blocks
+        r.cap += blocks * bs
+        return True
+
+    def _admit(self, r: Request, budget: int) -> int:
+        """Try to admit the queue head with its first chunk; return its tokens or 0."""
+        bs = self.bs
+        pb = self.prefix_blocks
+        use_shared = self.caching and pb > 0 and r.prefix >= pb * bs
+        hit = pb * bs if use_shared and self.prefix_resident else 0
+        need = r.prompt_len + r.nout - hit
+        n = need if need < budget else budget
+        base = pb * bs if use_shared else 0
+        private = max(0, (hit + n - base + bs - 1) // bs)
+        free = self.total - self.used
+        if use_shared:
+            shared_take = pb if self.prefix_refs == 0 else 0
+            if shared_take + private > free:
+                return 0
+            self.used += shared_take + private
+            self.prefix_resident = True
+            self.prefix_refs += 1
+            r.shared = True
+        elif not self._take(private):
+            return 0
+        r.blocks = private
+        r.cap = base + private * bs
+        r.ncomp = hit
+        if r.cached < 0:
+            r.cached = hit
+        self.admitted.append((r, hit))
+        return n
+
+    # -- one step -----------------------------------------------------------------------
+
+    def schedule(self, now: float) -> None:
+        budget = self.budget
+        running = self.running
+        dec: list[Request] = []
+        pre: list[tuple[Request, int]] = []
+        self.preempted = []
+        self.admitted = []
+        ctx = 0
+        cdec = 0
+        attn = 0.0
+        tokens = 0
+        i = 0
+        lost = False
+        while i < len(running):
+            if budget <= 0:
+                break
+            r = running[i]
+            need = r.prompt_len + r.nout - r.ncomp
+            if need == 1:
+                if r.ncomp >= r.cap and not self._grow(r, 1):
+                    lost = True
+                    break
+                dec.append(r)
+                cdec += r.ncomp
+                budget -= 1
+            else:
+                n = need if need < budget else budget
+                if r.ncomp + n > r.cap and not self._grow(r, n):
+                    lost = True
+                    break
+                pre.append((r, n))
+                c = r.ncomp
+                tokens += n
+                ctx += c
+                attn += n * c + n * (n + 1) / 2
+                budget -= n
+            i += 1
+        self.idle_prefill = self.idle_decode = 0
+        if not lost:
+            for r in running[i:]:
+                if r.prompt_len + r.nout - r.ncomp > 1:
+                    self.idle_prefill += 1
+                else:
+                    self.idle_decode += 1
+        waiting = self.waiting
+        kv_blocked = bool(self.preempted)
+        if not self.preempted:
+            max_seqs = self.max_num_seqs
+            while waiting and budget > 0 and len(running) < max_seqs:
+                r = waiting[0]
+                n = self._admit(r, budget)
+                if n == 0:
+                    kv_blocked = True
+                    break
+                waiting.popleft()
+                if r.preempted:
+                    self.n_preempted_waiting -= 1
+                if r.first_sched < 0:
+                    r.first_sched = now
+                running.append(r)
+                c = r.ncomp
+                pre.append((r, n))
+                tokens += n
+                ctx += c
+                attn += n * c + n * (n + 1) / 2
+                budget -= n
+        self.wait_kv = len(waiting) if kv_blocked else self.n_preempted_waiting
+        nd = len(dec)
+        self.dec = dec
+        self.pre = pre
+        self.tokens = tokens + nd
+        self.attn = attn + cdec + nd  # each decode token attends to its context and itself
+        self.ctx = ctx + cdec

@@ -1,0 +1,162 @@
+"""Serve live ``/metrics`` for one or many simulated replicas.
+
+Each replica advances lazily: a request for its page runs its engine up to the current
+sim time (``(now - start) * speed``) and renders it, so idle or rarely fetched replicas
+cost nothing between fetches. Routes::
+
+    /metrics                   replica 0 (only when there is one replica)
+    /replica/{i}/metrics       replica i
+    /truth, /replica/{i}/truth the ground-truth intervals so far (JSON lines, last hour)
+    /healthz
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from app.sim.engine import Replica
+from app.sim.exposition import CONTENT_TYPE, TextWriter, replica_families
+from app.sim.scenario import Scenario, load
+from app.sim.truth import Account, Verdict, row
+
+_ROUTE = re.compile(r"^/replica/(\d+)/(metrics|truth)$")
+TRUTH_KEEP = 720
+
+
+class _Slot:
+    """One replica with its renderer, its lock and its recent truth rows."""
+
+    def __init__(self, sim: Fleet, index: int) -> None:
+        self.lock = threading.Lock()
+        self.truth: deque[dict[str, Any]] = deque(maxlen=TRUTH_KEEP)
+        epoch = sim.start_unix
+
+        def keep(acct: Account, verdict: Verdict, phase: Any) -> None:
+            self.truth.append(row(acct, verdict, epoch, phase.name, phase.expect))
+
+        self.replica = Replica(
+            sim.scenario, seed=sim.seed + 7919 * index, version=sim.version, on_interval=keep
+        )
+        self.writer = TextWriter(replica_families(self.replica), created_ts=epoch)
+
+
+class Fleet:
+    """N replicas of one scenario sharing a start time; thread-safe."""
+
+    def __init__(
+        self,
+        scenario: Scenario,
+        replicas: int = 1,
+        seed: int = 0,
+        version: str = "0.33",
+        speed: float = 1.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if replicas < 1:
+            raise ValueError("replicas must be >= 1")
+        if speed <= 0:
+            raise ValueError("speed must be positive")
+        self.scenario = scenario
+        self.n = replicas
+        self.seed = seed
+        self.version = version
+        self.speed = speed
+        self.clock = clock
+        self.start_unix = clock()
+        self._slots: dict[int, _Slot] = {}
+        self._lock = threading.Lock()
+
+    def _slot(self, i: int) -> _Slot:
+        with self._lock:
+            slot = self._slots.get(i)
+            if slot is None:
+                slot = self._slots[i] = _Slot(self, i)
+            return slot
+
+    def sim_time(self) -> float:
+        return max(0.0, (self.clock() - self.start_unix) * self.speed)
+
+    def page(self, i: int) -> bytes:
+        """The current ``/metrics`` page of replica ``i``."""
+        slot = self._slot(i)
+        with slot.lock:
+            slot.replica.advance_to(self.sim_time())
+            return slot.writer.render()
+
+    def truth(self, i: int) -> list[dict[str, Any]]:
+        slot = self._slot(i)
+        with slot.lock:
+            slot.replica.advance_to(self.sim_time())
+            return list(slot.truth)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: SimHTTPServer
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        fleet = self.server.fleet
+        path = self.path.split("?", 1)[0]
+        if path == "/healthz":
+            return self._send(200, b"ok\n", "text/plain; charset=utf-8")
+        index, what = None, None
+        m = _ROUTE.match(path)
+        if m:
+            index, what = int(m.group(1)), m.group(2)
+        elif path in ("/metrics", "/truth") and fleet.n == 1:
+            index, what = 0, path[1:]
+        if index is None or index >= fleet.n:
+            hint = "/metrics" if fleet.n == 1 else f"/replica/{{0..{fleet.n - 1}}}/metrics"
+            return self._send(404, f"not found; try {hint}\n".encode(), "text/plain")
+        if what == "metrics":
+            return self._send(200, fleet.page(index), CONTENT_TYPE)
+        lines = "".join(json.dumps(r) + "\n" for r in fleet.truth(index))
+        return self._send(200, lines.encode(), "application/x-ndjson")
+
+    def _send(self, code: int, body: bytes, ctype: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        """Stay quiet: one line per scrape would drown the demo's output."""
+
+
+class SimHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], fleet: Fleet) -> None:
+        super().__init__(address, _Handler)
+        self.fleet = fleet
+
+
+def start_server(
+    scenario: str | Scenario,
+    port: int = 0,
+    replicas: int = 1,
+    seed: int = 0,
+    *,
+    version: str = "0.33",
+    host: str = "127.0.0.1",
+    overrides: Mapping[str, Any] | None = None,
+    speed: float = 1.0,
+) -> tuple[SimHTTPServer, threading.Thread, str]:
+    """Serve in a background thread; returns (server, thread, base URL).
+
+    Stop with ``server.shutdown(); server.server_close()``.
+    """
+    sc = scenario if isinstance(scenario, Scenario) else load(scenario, dict(overrides or {}))
+    fleet = Fleet(sc, replicas=replicas, seed=seed, version=version, speed=speed)
+    server = SimHTTPServer((host, port), fleet)
+    thread = threading.Thread(target=server.serve_forever, name="phasewatch-sim", daemon=True)
+    thread.start()
+    bound_port = server.server_address[1]
+    return server, thread, f"http://{host}:{bound_port}"
