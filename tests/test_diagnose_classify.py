@@ -245,13 +245,35 @@ def test_tail_without_prefill_is_not_blamed_on_prefill():
     assert diagnose(w).sub_cause is SubCause.BANDWIDTH_BOUND
 
 
-def test_larger_slo_excess_decides_between_prefill_and_decode():
-    w = make_window(ttft=(3.0, 8.0, 100, 4.0), queue_time=(0.1, 100), itl=(0.03, 0.12, 20000, 0.04))
+def test_prefill_chunks_behind_both_breaches_make_prefill_primary():
+    w = make_window(ttft=(3.0, 8.0, 100, 4.0), queue_time=(0.1, 100), itl=(0.03, 0.5, 20000, 0.04))
     d = diagnose(w)
     assert d.cls is C.PREFILL_BOUND
     assert [(f.cls, f.sub_cause) for f in d.secondary] == [
         (C.DECODE_BOUND, SubCause.PREFILL_INTERFERENCE)
     ]
+    # A bigger step budget would stretch the stalls further: not suggested here.
+    assert "batched-tokens-up" not in [h.id for h in d.hints]
+
+
+def test_every_step_slow_behind_both_breaches_makes_decode_primary():
+    w = make_window(
+        ttft=(1.5, 2.6, 100, 1.6),
+        queue_time=(0.1, 100),
+        itl=(0.14, 0.18, 20000, 0.15),
+        step_tokens=(60.0, 90.0, 3000),
+        running=(60, 64),
+    )
+    d = diagnose(w)
+    assert (d.cls, d.sub_cause) == (C.DECODE_BOUND, SubCause.BANDWIDTH_BOUND)
+    assert [f.cls for f in d.secondary] == [C.PREFILL_BOUND]
+
+
+def test_a_preemption_proves_kv_ran_out_even_if_no_scrape_saw_it_full():
+    d = diagnose(make_window(kv=(0.6, 0.8), preemptions=2))
+    assert d.cls is C.KV_PRESSURE
+    assert "ran out" in d.summary
+    assert _ev(d, "kv_pressure", "kv_usage_max").holds is False
 
 
 def test_p99_in_the_inf_bucket_above_the_slo_proves_the_breach():

@@ -8,9 +8,10 @@ Order of decision:
 2. **idle** — nothing running, waiting or finishing.
 3. The problem classes that hold, by precedence: **kv_pressure** (a full pool makes
    requests wait, which makes them queue: it explains the others), then **queue_bound**
-   (requests had not started: capacity, not the model), then **prefill_bound** vs
-   **decode_bound**, whichever SLO is broken by the larger factor. The others that hold
-   are secondary findings.
+   (requests had not started: capacity, not the model), then **prefill_bound** before
+   **decode_bound** (the prefill chunks that delay first tokens also stretch the steps
+   streams wait on) — unless decode is bandwidth-bound, where slow steps are the common
+   cause. The others that hold are secondary findings.
 4. **healthy** only when both latency rules could be judged and neither fired. A rule
    that could not be judged (a lower bound under its SLO) leaves the window
    insufficient_data; so do failed scrapes that leave nothing wrong to report.
@@ -33,13 +34,14 @@ from app.diagnose.records import (
     Evidence,
     Finding,
     Roofline,
+    SubCause,
     fmt_value,
 )
 from app.diagnose.roofline import roofline
 from app.model import CORE_SIGNALS, Window
 
 C = DiagnosisClass
-# The problem classes in order of precedence (prefill vs decode is decided by severity).
+# The problem classes in order of precedence (see ``_primary`` for prefill vs decode).
 _PRECEDENCE = (C.KV_PRESSURE, C.QUEUE_BOUND, C.PREFILL_BOUND, C.DECODE_BOUND)
 
 
@@ -98,9 +100,8 @@ def diagnose(
             )
 
     secondary = tuple(Finding(r.cls, r.sub_cause, r.summary) for r in firing if r is not primary)
-    situation = cls.value
-    if primary is not None and primary.sub_cause is not None:
-        situation = f"{cls.value}/{primary.sub_cause.value}"
+    situation = cls.value if primary is None else _situation(primary)
+    also = tuple(_situation(r) for r in firing if r is not primary)
     return Diagnosis(
         target=window.target,
         model_name=window.model_name,
@@ -112,7 +113,7 @@ def diagnose(
         sub_cause=None if primary is None else primary.sub_cause,
         evidence=evidence,
         secondary=secondary,
-        hints=rank_hints(situation, facts, config, roof),
+        hints=rank_hints(situation, facts, config, roof, also=also),
         missing=facts.missing,
         notes=notes,
         ttft_p99=facts.ttft_p99,
@@ -126,11 +127,21 @@ def diagnose(
     )
 
 
+def _situation(r: rules.RuleResult) -> str:
+    return r.cls.value if r.sub_cause is None else f"{r.cls.value}/{r.sub_cause.value}"
+
+
 def _primary(firing: list[rules.RuleResult]) -> rules.RuleResult:
-    """The first by precedence; between prefill and decode the larger SLO excess wins."""
+    """The first by precedence; prefill vs decode by what slows the steps.
+
+    When both SLOs break, the common cause wins: prefill chunks (they delay the first
+    token and stretch the steps the streams wait on) unless every step is slow without
+    them (bandwidth-bound: faster steps would also shorten prefill).
+    """
     first = firing[0]
-    if first.cls in (C.PREFILL_BOUND, C.DECODE_BOUND) and len(firing) > 1:
-        return max(firing, key=lambda r: r.severity)
+    if first.cls is C.PREFILL_BOUND and len(firing) > 1:
+        decode = firing[1]
+        return decode if decode.sub_cause is SubCause.BANDWIDTH_BOUND else first
     return first
 
 

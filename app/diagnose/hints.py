@@ -6,7 +6,9 @@ the situations it applies to with a base rank (lower first), and optionally
 * ``requires`` — a condition that must not be false, else the hint is dropped (raising
   ``--max-num-seqs`` only helps while the KV pool has room);
 * ``promote`` — a condition that, when true, moves the hint ahead of the unpromoted ones
-  and says why (low prefix-cache hit ratio → prefix caching first).
+  and says why (low prefix-cache hit ratio → prefix caching first);
+* ``conflicts`` — situations that, when they also hold in the window, make the hint do
+  harm (a bigger step budget while prefill chunks already stall decode).
 
 Conditions are named predicates over the window's ``Facts`` (below); their thresholds
 live in ``DiagnosisConfig``.
@@ -37,6 +39,7 @@ class HintSpec:
     applies: Mapping[str, int]
     requires: str | None = None
     promote: str | None = None
+    conflicts: tuple[str, ...] = ()
 
 
 def _pct(x: float) -> str:
@@ -164,6 +167,7 @@ CATALOG: tuple[HintSpec, ...] = (
         "first token comes sooner (streams already running pause a little longer)",
         applies={PREFILL: 4, QUEUE: 8},
         promote="prompts_span_steps",
+        conflicts=(INTERFERENCE,),
     ),
     HintSpec(
         id="batched-tokens-down",
@@ -173,6 +177,7 @@ CATALOG: tuple[HintSpec, ...] = (
         "shorter ITL tail for slightly later first tokens",
         applies={INTERFERENCE: 2},
         promote="big_steps",
+        conflicts=(PREFILL,),
     ),
     HintSpec(
         id="quantize-weights",
@@ -274,13 +279,20 @@ _PROMOTED = -100
 
 
 def rank_hints(
-    situation: str, facts: Facts, config: DiagnosisConfig, roof: Roofline | None = None
+    situation: str,
+    facts: Facts,
+    config: DiagnosisConfig,
+    roof: Roofline | None = None,
+    also: tuple[str, ...] = (),
 ) -> tuple[Hint, ...]:
-    """The hints for ``situation`` (e.g. ``decode_bound/bandwidth_bound``), best first."""
+    """The hints for ``situation`` (e.g. ``decode_bound/bandwidth_bound``), best first.
+
+    ``also`` are the situations of the secondary findings (for ``conflicts``).
+    """
     scored: list[tuple[int, int, Hint]] = []
     for order, spec in enumerate(CATALOG):
         base = spec.applies.get(situation)
-        if base is None:
+        if base is None or any(s in spec.conflicts for s in also):
             continue
         if spec.requires is not None and PREDICATES[spec.requires](facts, config, roof)[0] is False:
             continue

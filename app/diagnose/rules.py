@@ -7,9 +7,10 @@ so a slow first token always has a name (physics.md, "TTFT ≈ queue wait + pref
 * queue-dominated with room in the pool → ``queue_bound`` (admission limit: capacity);
 * otherwise → ``prefill_bound`` (prefill compute itself is slow).
 
-``kv_pressure`` also holds without an SLO breach when the pool is full and requests are
-blocked or evicted: usage ≥ 0.90 with preemptions or a queue is the exact signature of
-a full pool (physics.md, "The KV cache"). ``decode_bound`` is ITL p99 over SLO, with its
+``kv_pressure`` also holds without an SLO breach when requests are evicted (any
+preemption: vLLM preempts only when a block cannot be had) or blocked (usage ≥ 0.90 with
+a queue): "waiting rising while KV usage stays near 1 is the exact signature of KV
+pressure" (physics.md, "The KV cache"). ``decode_bound`` is ITL p99 over SLO, with its
 sub-cause: a tail of slow steps while prefill chunks run (``prefill_interference``), or
 every step slow (``bandwidth_bound``).
 """
@@ -42,7 +43,6 @@ class RuleResult:
     margin: float = 0.5
     n: float = math.inf
     sub_cause: SubCause | None = None
-    severity: float = 0.0
 
 
 def breach_margin(ratio: float) -> float:
@@ -175,23 +175,26 @@ def queue_dominated(f: Facts, cfg: DiagnosisConfig) -> tuple[bool | None, tuple[
 def kv_pressure(
     f: Facts, cfg: DiagnosisConfig, breach: bool | None, queued: bool | None
 ) -> RuleResult:
-    """Pool ≥ 0.90 full with preemptions or a queue, or full while TTFT is queue-bound."""
+    """Preemptions, or a pool ≥ 0.90 full while requests wait (or TTFT is queue-bound).
+
+    vLLM preempts a running request only when it cannot get a KV block, so a preemption
+    proves the pool ran out even if no scrape caught the usage at its peak.
+    """
     r = C.KV_PRESSURE
     full = _cmp(f.kv_max, ">=", cfg.kv_usage_high)
     preempted = None if f.preemptions is None else f.preemptions > 0
     waiting = _cmp(f.waiting_avg, ">=", cfg.waiting_min)
     queued_breach = bool(breach and queued)
-    # Blocked: preempted, or waiting, or a queue-dominated TTFT breach.
-    blocked = _any((preempted, waiting, queued_breach))
-    holds = _all((full, blocked))
+    holds = _any((preempted, _all((full, _any((waiting, queued_breach))))))
     ev = (
-        _ev(r, "kv_usage_max", f.kv_max, ">=", cfg.kv_usage_high, full, "ratio"),
         _ev(r, "preemptions", f.preemptions, ">", 0.0, preempted, note="increase in window"),
+        _ev(r, "kv_usage_max", f.kv_max, ">=", cfg.kv_usage_high, full, "ratio"),
         _ev(r, "waiting_avg", f.waiting_avg, ">=", cfg.waiting_min, waiting),
     )
-    margin = 0.7 + 0.15 * bool(preempted and waiting)
-    margin += 0.15 * bool(f.kv_avg is not None and f.kv_avg >= cfg.kv_usage_high)
-    parts = [f"KV cache full (max {fmt_value(f.kv_max, 'ratio')})"]
+    margin = 0.6 + 0.2 * bool(full) + 0.1 * bool(preempted and (waiting or queued_breach))
+    margin += 0.1 * bool(f.kv_avg is not None and f.kv_avg >= cfg.kv_usage_high)
+    usage = fmt_value(f.kv_max, "ratio")
+    parts = [f"KV cache full (max {usage})" if full else f"KV cache ran out (sampled max {usage})"]
     if preempted:
         parts.append(f"{f.preemptions:.0f} preemptions")
     if waiting or queued_breach:
@@ -225,7 +228,7 @@ def queue_bound(
     )
     decisive = 1.0 if f.queue_share is None else min(1.0, abs(f.queue_share - 0.5) * 2)
     margin = _ttft_margin(f, slo) * (0.75 + 0.25 * decisive)
-    return RuleResult(r, holds, ev, summary, margin, f.ttft_n or math.inf, severity=_sev(f, slo))
+    return RuleResult(r, holds, ev, summary, margin, f.ttft_n or math.inf)
 
 
 def prefill_bound(
@@ -253,7 +256,7 @@ def prefill_bound(
     )
     decisive = 1.0 if f.queue_share is None else min(1.0, abs(f.queue_share - 0.5) * 2)
     margin = _ttft_margin(f, slo) * (0.75 + 0.25 * decisive)
-    return RuleResult(r, holds, ev, summary, margin, f.ttft_n, severity=_sev(f, slo))
+    return RuleResult(r, holds, ev, summary, margin, f.ttft_n or math.inf)
 
 
 def decode_bound(f: Facts, cfg: DiagnosisConfig, slo: Slo) -> RuleResult:
@@ -279,8 +282,7 @@ def decode_bound(f: Facts, cfg: DiagnosisConfig, slo: Slo) -> RuleResult:
             f"{_itl(f)} > {fmt_value(slo.itl_p99, 's')}: every decode step is slow"
         )
     ratio = (f.itl_p99 or 0.0) / slo.itl_p99
-    sev = math.log(ratio) if ratio > 0 else 0.0
-    return RuleResult(r, breach, tuple(ev), summary, breach_margin(ratio), f.itl_n, sub, sev)
+    return RuleResult(r, breach, tuple(ev), summary, breach_margin(ratio), f.itl_n, sub)
 
 
 def _decode_sub_cause(f: Facts, cfg: DiagnosisConfig) -> tuple[SubCause, list[Evidence]]:
@@ -372,8 +374,3 @@ def _itl(f: Facts) -> str:
 
 def _ttft_margin(f: Facts, slo: Slo) -> float:
     return breach_margin((f.ttft_p99 or 0.0) / slo.ttft_p99) if f.ttft_n else 0.75
-
-
-def _sev(f: Facts, slo: Slo) -> float:
-    ratio = (f.ttft_p99 or 0.0) / slo.ttft_p99
-    return math.log(ratio) if ratio > 0 else math.inf
