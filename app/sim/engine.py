@@ -96,6 +96,15 @@ class Replica:
             sched.waiting.append(r)
             self.arrived.append(r)
 
+    def submit(self, prompt_len: int, output_len: int, max_tokens: int | None = None) -> Request:
+        """Queue one request now, outside the workload (for experiments and tests)."""
+        cap = max_tokens if max_tokens is not None else output_len
+        reason = "length" if output_len >= cap else "stop"
+        r = Request(self.now, prompt_len, output_len, cap, reason, 0)
+        self.truth.arrival(r)
+        self.sched.waiting.append(r)
+        return r
+
     # -- phases -------------------------------------------------------------------------
 
     def _switch_phase(self) -> None:

@@ -231,9 +231,9 @@ def kv_pool_blocks(
     free = budget - model.weight_bytes - params.activation_reserve_gb * 1e9
     if free <= 0:
         raise SimConfigError(
-            f"{model.name} at {model.weight_bits} bit needs {model.weight_bytes / 1e9:.1f} GB of "
-            f"weights (+{params.activation_reserve_gb} GB activations) but "
-            f"{device.name} x gpu_memory_utilization {gpu_memory_utilization} gives "
-            f"{budget / 1e9:.1f} GB: quantise the weights or pick a bigger device"
+            f"{model.name} at {model.weight_bits} bit: weights ({model.weight_bytes / 1e9:.1f} GB)"
+            f" + activations ({params.activation_reserve_gb} GB) do not fit in {device.name} x "
+            f"gpu_memory_utilization {gpu_memory_utilization} = {budget / 1e9:.1f} GB; quantise "
+            "the weights (--weight-bits) or pick a bigger device"
         )
     return int(free // (block_size * model.kv_bytes_per_token))

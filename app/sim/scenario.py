@@ -126,15 +126,21 @@ def set_dotted(tree: dict[str, Any], key: str, value: Any) -> None:
 
 
 def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario:
-    """Load, override and validate a scenario; every phase is resolved up front."""
+    """Load a shipped scenario (by name) or a YAML file, apply overrides, validate."""
     tree = read_tree(name_or_path)
+    tree.setdefault("name", Path(name_or_path).stem)
+    return from_tree(tree, overrides)
+
+
+def from_tree(tree: dict[str, Any], overrides: dict[str, Any] | None = None) -> Scenario:
+    """Build a scenario from its mapping; every phase is resolved (validated) up front."""
     unknown = set(tree) - _TOP_LEVEL - {"device", "model", "physics", "engine", "workload", "slo"}
     if unknown:
         raise SimConfigError(f"unknown scenario key(s): {', '.join(sorted(unknown))}")
     base_tree = {k: copy.deepcopy(v) for k, v in tree.items() if k not in _TOP_LEVEL}
     for key, value in (overrides or {}).items():
         set_dotted(base_tree, key, value)
-    name = str(tree.get("name", Path(name_or_path).stem))
+    name = str(tree.get("name", "custom"))
     base = _resolve(base_tree, name, "base")
     expect = tree.get("expect")
     phases = [Phase(0.0, "base", base, expect)]
