@@ -147,9 +147,12 @@ def _record(args: argparse.Namespace, sc: Any) -> int:
     if args.duration is not None and args.duration <= 0:
         return _fail(f"--duration must be positive, got {args.duration}")
     start = DEFAULT_EPOCH if args.start is None else args.start
-    out = record(
-        sc, args.record, args.duration, args.seed, version=args.vllm_version, start_unix=start
-    )
+    try:
+        out = record(
+            sc, args.record, args.duration, args.seed, version=args.vllm_version, start_unix=start
+        )
+    except OSError as exc:
+        return _fail(f"cannot write the recording to {args.record}: {exc}")
     classes: Counter[str] = Counter()
     with (out / "truth.jsonl").open(encoding="utf-8") as fh:
         for line in fh:
