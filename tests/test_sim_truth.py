@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.sim.engine import Replica
-from app.sim.scenario import Scenario, available, load
+from app.sim.scenario import Scenario, available, from_tree, load
 from app.sim.scheduler import Request
 from app.sim.truth import Account, classify, merge, window_truth
 
@@ -169,3 +169,26 @@ def test_truth_shares_no_code_with_the_diagnosis() -> None:
             if isinstance(node, ast.Import):
                 for alias in node.names:
                     assert not alias.name.startswith(forbidden), (path.name, alias.name)
+
+
+def test_no_traffic_is_idle() -> None:
+    accts = _run(load("healthy", {"workload.rate": 0.0}), 30.0)
+    assert [classify(a).cls for a in accts] == ["idle"] * 6
+
+
+def test_a_phase_changes_engine_flags_at_its_time() -> None:
+    sc = from_tree(
+        {
+            "name": "squeeze",
+            "engine": {"max_num_seqs": 64},
+            "workload": {"rate": 5.0, "classes": [{"prompt_tokens": 200, "output_tokens": 400}]},
+            "phases": [{"at_s": 60, "name": "one-slot", "set": {"engine.max_num_seqs": 1}}],
+        }
+    )
+    rep = Replica(sc, seed=1)
+    rep.advance_to(59.0)
+    assert rep.num_running > 1
+    rep.advance_to(120.0)
+    assert rep.num_running <= 1  # the earlier batch has finished; one slot is left
+    assert rep.phase.name == "one-slot"
+    assert rep.num_waiting > 0
