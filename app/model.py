@@ -112,6 +112,7 @@ class ErrorKind(StrEnum):
     BUCKET_LAYOUT_CHANGED = "bucket_layout_changed"
     TOO_MANY_SERIES = "too_many_series"
     CONNECT = "connect"
+    TRUNCATED = "truncated"
     OTHER = "other"
 
 
@@ -177,7 +178,7 @@ QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 
 
 @dataclass(frozen=True, slots=True)
 class Window:
-    """One stream's numbers over ``[start, end)``, the sum of its interval deltas.
+    """One stream's numbers over ``(start, end]``, the sum of its interval deltas.
 
     ``quantiles[signal][p]`` for p in ``p50``/``p90``/``p99``; ``means[signal]`` is
     Δsum/Δcount (None with no observations); ``observations[signal]`` is Δcount;

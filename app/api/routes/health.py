@@ -1,0 +1,30 @@
+"""``/healthz`` and the service's own ``/metrics``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from app.api.deps import ServiceDep
+
+router = APIRouter()
+
+
+@router.get("/healthz", tags=["health"])
+def healthz(service: ServiceDep) -> dict[str, Any]:
+    """Liveness: the process answers and its scheduler runs."""
+    return {
+        "status": "ok" if service.scheduler.running else "starting",
+        "targets": len(service.collector.states),
+        "rounds": service.collector.rounds,
+        "schema_version": service.store.schema_version,
+    }
+
+
+@router.get("/metrics", tags=["health"])
+def metrics(service: ServiceDep) -> Response:
+    """phasewatch's own metrics in Prometheus text format 0.0.4."""
+    service.metrics.store_bytes.set(service.store.size_bytes())
+    return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,188 @@
+"""One scrape round: fetch every target, normalise, compute deltas, store — at the edge.
+
+A slow or dead target never delays the others: every fetch has its own timeout and runs
+concurrently under a cap. The last good snapshot of each target is kept in memory and in
+the store, so deltas resume correctly after a restart and a failed scrape loses nothing
+(the next good scrape's delta covers the gap).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+import httpx
+
+from app.config import Settings, TargetConfig
+from app.model import ErrorKind, IntervalDelta, Snapshot, StreamSnapshot
+from app.scrape.client import FetchResult, fetch, read_file
+from app.scrape.normalize import normalize
+from app.scrape.parse import looks_like_prometheus, parse
+from app.store.sqlite import ScrapeRecord, Store
+from app.windows.delta import layout_changed, snapshot_deltas
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TargetState:
+    """What the service knows about one target between rounds."""
+
+    config: TargetConfig
+    last_ok: Snapshot | None = None
+    last_record: ScrapeRecord | None = None
+    last_snapshot_ts: float | None = None
+    metrics_disabled: bool = False
+    streams: dict[str, StreamSnapshot] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one target's scrape produced in a round."""
+
+    record: ScrapeRecord
+    snapshot: Snapshot | None
+    deltas: list[IntervalDelta]
+
+
+def process(
+    state: TargetState, result: FetchResult, now: float, *, max_series: int | None = None
+) -> Outcome:
+    """Turn a fetch result into a scrape record, a snapshot and interval deltas."""
+    name = state.config.name
+
+    def failed(kind: ErrorKind, msg: str, parse_errors: int = 0) -> Outcome:
+        rec = ScrapeRecord(
+            name, now, False, kind.value, msg, result.duration, result.nbytes, parse_errors
+        )
+        return Outcome(rec, None, [])
+
+    if result.error_kind is not None or result.text is None:
+        return failed(result.error_kind or ErrorKind.OTHER, result.error or "no body")
+    if not looks_like_prometheus(result.text):
+        return failed(ErrorKind.NOT_PROMETHEUS, "the page is not Prometheus text format")
+    parsed = parse(result.text)
+    if max_series is not None and len(parsed.samples) > max_series:
+        return failed(
+            ErrorKind.TOO_MANY_SERIES,
+            f"{len(parsed.samples)} vllm: series exceed the cap of {max_series}",
+            parsed.errors,
+        )
+    if parsed.cut_last_line:
+        # A live page that ends mid-line was cut in transit: series it lost would come
+        # back next time as phantom increases. Keep the last good snapshot instead.
+        return failed(ErrorKind.TRUNCATED, "the page ends in the middle of a line", parsed.errors)
+    snap = normalize(parsed, target=name, ts=now)
+    deltas: list[IntervalDelta] = []
+    changed: list[str] = []
+    prev = state.last_ok
+    if prev is not None and now > prev.ts:
+        for model, cur_stream in snap.streams.items():
+            prev_stream = prev.streams.get(model)
+            if prev_stream is not None:
+                changed.extend(layout_changed(prev_stream, cur_stream))
+        deltas = snapshot_deltas(prev, snap)
+    state.last_ok = snap
+    state.metrics_disabled = snap.metrics_disabled
+    if snap.metrics_disabled:
+        rec = ScrapeRecord(
+            name,
+            now,
+            False,
+            ErrorKind.METRICS_DISABLED.value,
+            "no vllm: metrics on the page (is the server run with --disable-log-stats?)",
+            result.duration,
+            result.nbytes,
+            parsed.errors,
+        )
+    elif changed:
+        rec = ScrapeRecord(
+            name,
+            now,
+            False,
+            ErrorKind.BUCKET_LAYOUT_CHANGED.value,
+            "bucket layout changed for " + ", ".join(sorted(set(changed))),
+            result.duration,
+            result.nbytes,
+            parsed.errors,
+        )
+    else:
+        rec = ScrapeRecord(
+            name, now, True, None, None, result.duration, result.nbytes, parsed.errors
+        )
+    return Outcome(rec, snap, deltas)
+
+
+class Collector:
+    """Scrapes the configured targets and writes what it learns to the store."""
+
+    def __init__(self, settings: Settings, store: Store, client: httpx.AsyncClient) -> None:
+        self.settings = settings
+        self.store = store
+        self.client = client
+        self.states = {t.name: TargetState(t) for t in settings.targets}
+        self._sem = asyncio.Semaphore(settings.scrape.concurrency)
+        self.rounds = 0
+        self.outcomes: dict[str, int] = {}
+        self._restore()
+
+    def _restore(self) -> None:
+        for target, (ts, streams) in self.store.last_snapshots().items():
+            state = self.states.get(target)
+            if state is not None:
+                state.last_ok = Snapshot(target=target, ts=ts, streams=streams)
+        for target, rec in self.store.last_scrapes().items():
+            state = self.states.get(target)
+            if state is not None:
+                state.last_record = rec
+
+    async def _fetch(self, target: TargetConfig) -> FetchResult:
+        cfg = self.settings.scrape
+        async with self._sem:
+            if target.url.startswith("file://"):
+                return read_file(target.url[len("file://") :], max_bytes=cfg.max_body_bytes)
+            return await fetch(
+                self.client, target.url, timeout=cfg.timeout, max_bytes=cfg.max_body_bytes
+            )
+
+    async def scrape_round(self, now: float | None = None) -> list[Outcome]:
+        """Scrape all targets once; store and return what each produced."""
+        results = await asyncio.gather(*(self._fetch(s.config) for s in self.states.values()))
+        ts = time.time() if now is None else now
+        outcomes = []
+        for state, result in zip(self.states.values(), results, strict=True):
+            try:
+                outcome = process(state, result, ts)
+            except Exception as exc:  # a parser bug must not stop the other targets
+                log.exception("processing %s failed", state.config.name)
+                rec = ScrapeRecord(
+                    state.config.name,
+                    ts,
+                    False,
+                    ErrorKind.OTHER.value,
+                    f"internal error: {type(exc).__name__}",
+                    result.duration,
+                    result.nbytes,
+                    0,
+                )
+                outcome = Outcome(rec, None, [])
+            state.last_record = outcome.record
+            kind = outcome.record.error_kind or "ok"
+            self.outcomes[kind] = self.outcomes.get(kind, 0) + 1
+            outcomes.append(outcome)
+        snapshots = [
+            (o.snapshot.target, o.snapshot.ts, s)
+            for o in outcomes
+            if o.snapshot is not None
+            for s in o.snapshot.streams.values()
+        ]
+        await asyncio.to_thread(
+            self.store.write_round,
+            [o.record for o in outcomes],
+            [d for o in outcomes for d in o.deltas],
+            snapshots,
+        )
+        self.rounds += 1
+        return outcomes

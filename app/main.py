@@ -1,0 +1,41 @@
+"""``create_app(settings)``: the FastAPI application with the service in its lifespan."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+
+from app import __version__
+from app.api.routes import health, targets, windows
+from app.config import Settings
+from app.service import Service
+
+
+def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
+    """Build the app; the service (store, scheduler, client) lives in the lifespan."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service = Service(settings)
+        app.state.service = service
+        if start_jobs:
+            service.start()
+        try:
+            yield
+        finally:
+            await service.stop()
+
+    app = FastAPI(
+        title="phasewatch",
+        version=__version__,
+        description="Why is this vLLM server slow, and what should change.",
+        lifespan=lifespan,
+    )
+    api = APIRouter(prefix="/api/v1")
+    api.include_router(targets.router)
+    api.include_router(windows.router)
+    app.include_router(api)
+    app.include_router(health.router)
+    return app

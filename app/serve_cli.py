@@ -1,0 +1,157 @@
+"""``phasewatch serve`` (the service) and ``phasewatch scrape-once`` (one page → JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from typing import Any
+
+import httpx
+
+from app.config import ConfigError, Settings, load_settings, parse_target_flag
+from app.model import Snapshot
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "serve", help="scrape vLLM targets and serve the API", description=_serve_doc()
+    )
+    p.add_argument("--config", metavar="FILE", help="YAML configuration file")
+    p.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="NAME=URL",
+        help="a vLLM /metrics URL to scrape (repeatable; added to the file's targets)",
+    )
+    p.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port to listen on (default 8321)")
+    p.add_argument("--db", metavar="PATH", help="SQLite store path (default phasewatch.db)")
+    p.set_defaults(func=run_serve)
+
+    q: argparse.ArgumentParser = sub.add_parser(
+        "scrape-once", help="scrape one URL or file and print the normalised streams"
+    )
+    q.add_argument("source", metavar="URL_OR_FILE")
+    q.add_argument("--json", action="store_true", help="print JSON (the default and only form)")
+    q.add_argument("--timeout", type=float, default=10.0)
+    q.set_defaults(func=run_scrape_once)
+
+
+def _serve_doc() -> str:
+    return (
+        "Scrape the configured vLLM targets every interval, keep the history in SQLite and "
+        "serve the JSON API (/api/v1, OpenAPI at /docs)."
+    )
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    """Load the file and environment, then apply the command-line flags."""
+    overrides: dict[str, Any] = {}
+    server: dict[str, Any] = {}
+    if args.host:
+        server["host"] = args.host
+    if args.port is not None:
+        server["port"] = args.port
+    if server:
+        overrides["server"] = server
+    if args.db:
+        overrides["storage"] = {"path": args.db}
+    settings = load_settings(args.config, overrides)
+    if args.target:
+        extra = [parse_target_flag(t) for t in args.target]
+        merged = [t.model_dump() for t in settings.targets] + extra
+        settings = load_settings(args.config, {**overrides, "targets": merged})
+    return settings
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    try:
+        settings = settings_from_args(args)
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    if not settings.targets:
+        print(
+            "config error: no targets: give --target NAME=URL or a config file with targets",
+            file=sys.stderr,
+        )
+        return 2
+    return serve(settings)
+
+
+def serve(settings: Settings) -> int:
+    """Run the service in the foreground until interrupted."""
+    import uvicorn
+
+    from app.main import create_app
+    from app.store.sqlite import StoreError
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        app = create_app(settings)
+        print(
+            f"phasewatch: {len(settings.targets)} target(s), API on "
+            f"http://{settings.server.host}:{settings.server.port}/api/v1 (docs at /docs)",
+            flush=True,
+        )
+        uvicorn.run(app, host=settings.server.host, port=settings.server.port, log_level="warning")
+    except StoreError as exc:
+        print(f"store error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def snapshot_summary(snap: Snapshot) -> dict[str, Any]:
+    """The ``scrape-once --json`` object: one entry per model, engines folded."""
+    streams = []
+    for name in sorted(snap.streams):
+        s = snap.streams[name]
+        ttft = s.histograms.get("ttft")
+        itl = s.histograms.get("itl")
+        streams.append(
+            {
+                "model_name": name,
+                "running": s.gauges.get("running"),
+                "waiting": s.gauges.get("waiting"),
+                "kv_usage": s.gauges.get("kv_usage"),
+                "ttft_count": ttft.count if ttft else None,
+                "itl_count": itl.count if itl else None,
+                "missing": list(s.missing),
+            }
+        )
+    return {
+        "streams": streams,
+        "metrics_disabled": snap.metrics_disabled,
+        "parse_errors": snap.parse_errors,
+    }
+
+
+def run_scrape_once(args: argparse.Namespace) -> int:
+    from app.scrape.client import fetch, read_file
+    from app.scrape.normalize import normalize
+    from app.scrape.parse import looks_like_prometheus, parse
+
+    source: str = args.source
+    cap = 50_000_000
+    if source.startswith(("http://", "https://")):
+
+        async def go() -> Any:
+            async with httpx.AsyncClient() as client:
+                return await fetch(client, source, timeout=args.timeout, max_bytes=cap)
+
+        result = asyncio.run(go())
+    else:
+        result = read_file(source, max_bytes=cap)
+    if not result.ok or result.text is None:
+        print(f"error ({result.error_kind}): {result.error}", file=sys.stderr)
+        return 1
+    if not looks_like_prometheus(result.text):
+        print("error (not_prometheus): the page is not Prometheus text format", file=sys.stderr)
+        return 1
+    snap = normalize(parse(result.text), target=source, ts=result.started)
+    print(json.dumps(snapshot_summary(snap), indent=2))
+    return 0
