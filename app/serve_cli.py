@@ -91,6 +91,12 @@ def serve(settings: Settings) -> int:
     from app.store.sqlite import StoreError
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    for noisy in ("apscheduler", "httpx"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    if settings.server.port == 0:
+        settings = settings.model_copy(
+            update={"server": settings.server.model_copy(update={"port": _free_port()})}
+        )
     try:
         app = create_app(settings)
         print(
@@ -103,6 +109,14 @@ def serve(settings: Settings) -> int:
         print(f"store error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def snapshot_summary(snap: Snapshot) -> dict[str, Any]:
