@@ -1,6 +1,6 @@
 """Benchmark phasewatch's exposition parser against prometheus_client's.
 
-Input: the complete vLLM 0.33.0 page (shared/fixtures/vllm-generated). Both parsers read
+Input: the complete vLLM 0.33.0 page (tests/fixtures/vllm-generated). Both parsers read
 the same 8 variants of it, whose values differ (scaled per variant), so that nothing can
 profit from values seen before. prometheus_client is consumed fully
 (``for f in families: list(f.samples)``); phasewatch returns the ``vllm:`` samples with
@@ -41,12 +41,9 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from app.scrape.parse import LabelCache, parse  # noqa: E402
 
+# A copy of shared/fixtures/vllm-generated kept in the repo.
 PAGE = (
-    ROOT.parent
-    / "shared"
-    / "fixtures"
-    / "vllm-generated"
-    / "v0.33.0_V1_1engine_singleproc_GENERATED.prom"
+    ROOT / "tests" / "fixtures" / "vllm-generated" / "v0.33.0_V1_1engine_singleproc_GENERATED.prom"
 )
 VARIANTS = 8
 REPEATS = 15

@@ -18,9 +18,10 @@ from app.model import (
 )
 from app.scrape.normalize import ALL_SIGNALS, normalize
 from app.scrape.parse import LabelCache, ParseResult, parse
+from tests.fixtures_path import FIXTURES
 
-# CI lays shared/ beside the checkout: <parent>/main (this repo) and <parent>/shared.
-SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+# Copies of ../shared/fixtures (captured and generated vLLM pages) live in tests/fixtures.
+SHARED_FIXTURES = FIXTURES
 CAPTURED = SHARED_FIXTURES / "vllm-captured"
 GENERATED = SHARED_FIXTURES / "vllm-generated"
 V033 = GENERATED / "v0.33.0_V1_1engine_singleproc_GENERATED.prom"

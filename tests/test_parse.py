@@ -19,9 +19,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.model import Sample
 from app.scrape.parse import LabelCache, ParseResult, looks_like_prometheus, parse
+from tests.fixtures_path import FIXTURES
 
-# CI lays shared/ beside the checkout: <parent>/main (this repo) and <parent>/shared.
-SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+# Copies of ../shared/fixtures (captured and generated vLLM pages) live in tests/fixtures.
+SHARED_FIXTURES = FIXTURES
 FIXTURE_FILES = sorted(SHARED_FIXTURES.rglob("*.prom"))
 GENERATED_033 = SHARED_FIXTURES / "vllm-generated" / "v0.33.0_V1_1engine_singleproc_GENERATED.prom"
 

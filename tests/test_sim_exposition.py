@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -11,9 +9,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from app.sim.engine import Replica
 from app.sim.exposition import CONTENT_TYPE, SimCollector, TextWriter, replica_families
 from app.sim.scenario import load
+from tests.fixtures_path import FIXTURES as SHARED
 
-# shared/ sits beside the checkout (here and in CI).
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "vllm-generated"
+# Copies of ../shared/fixtures live in tests/fixtures.
+FIXTURES = SHARED / "vllm-generated"
 EPOCH = 1764403200.0
 
 
