@@ -1,0 +1,67 @@
+"""The command line: scrape-once output, clear config errors with exit 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+from tests.fixtures_path import FIXTURES
+
+GEN_033 = FIXTURES / "vllm-generated" / "v0.33.0_V1_1engine_singleproc_GENERATED.prom"
+
+
+def test_scrape_once_prints_one_stream_per_model(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scrape-once", str(GEN_033), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["metrics_disabled"] is False
+    (stream,) = out["streams"]
+    assert set(stream) >= {
+        "model_name",
+        "running",
+        "waiting",
+        "kv_usage",
+        "ttft_count",
+        "itl_count",
+        "missing",
+    }
+    assert stream["missing"] == []
+    assert isinstance(stream["ttft_count"], float)
+
+
+def test_scrape_once_reports_metrics_disabled(capsys: pytest.CaptureFixture[str]) -> None:
+    page = FIXTURES / "vllm-captured" / "http_metrics_docs-design-metrics-md_example.prom"
+    assert main(["scrape-once", str(page), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out == {"streams": [], "metrics_disabled": True, "parse_errors": out["parse_errors"]}
+
+
+def test_scrape_once_rejects_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    p = tmp_path / "x.prom"
+    p.write_text("<html><body>oops</body></html>")
+    assert main(["scrape-once", str(p)]) == 1
+    assert "not_prometheus" in capsys.readouterr().err
+
+
+def test_serve_with_bad_config_exits_2_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "targets: [{name: a, url: 'http://127.0.0.1:1/metrics'}]\nscrape: {timeout: 0}\n"
+    )
+    assert main(["serve", "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "scrape.timeout" in err and err.count("\n") == 1
+
+
+def test_serve_without_targets_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve"]) == 2
+    assert "no targets" in capsys.readouterr().err
+
+
+def test_serve_rejects_malformed_target_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["serve", "--target", "just-a-name"]) == 2
+    assert "NAME=URL" in capsys.readouterr().err
