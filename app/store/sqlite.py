@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from app.model import IntervalDelta, StreamSnapshot
 from app.store.codec import decode_delta, decode_stream, encode_delta, encode_stream
@@ -53,6 +55,52 @@ MIGRATIONS: tuple[str, ...] = (
         payload BLOB NOT NULL,
         PRIMARY KEY(target, model_name)
     ) WITHOUT ROWID;
+    """,
+    # 2: diagnoses, alerting (state, history, outbox, silences)
+    """
+    CREATE TABLE diagnoses(
+        stream_id INTEGER NOT NULL,
+        end_ts REAL NOT NULL,
+        start_ts REAL NOT NULL,
+        class TEXT NOT NULL,
+        payload BLOB NOT NULL,
+        PRIMARY KEY(stream_id, end_ts)
+    ) WITHOUT ROWID;
+    CREATE TABLE alert_state(
+        fingerprint TEXT PRIMARY KEY,
+        payload TEXT NOT NULL
+    );
+    CREATE TABLE alert_history(
+        id INTEGER PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        alertname TEXT NOT NULL,
+        state TEXT NOT NULL,
+        at REAL NOT NULL,
+        labels TEXT NOT NULL,
+        annotations TEXT NOT NULL
+    );
+    CREATE INDEX alert_history_at ON alert_history(at);
+    CREATE TABLE outbox(
+        id INTEGER PRIMARY KEY,
+        receiver TEXT NOT NULL,
+        dedup_key TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        created REAL NOT NULL,
+        next_attempt REAL NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        delivered REAL,
+        UNIQUE(receiver, dedup_key)
+    );
+    CREATE INDEX outbox_due ON outbox(delivered, next_attempt);
+    CREATE TABLE silences(
+        id TEXT PRIMARY KEY,
+        matchers TEXT NOT NULL,
+        starts_at REAL NOT NULL,
+        ends_at REAL NOT NULL,
+        created_by TEXT NOT NULL,
+        comment TEXT NOT NULL
+    );
     """,
 )
 
@@ -145,6 +193,29 @@ class Store:
             self._streams[(target, model_name)] = sid
         return sid
 
+    # -- generic access for the repositories of other aggregates ----------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """Run statements in one transaction under the store's lock (commit or roll back)."""
+        with self._lock:
+            self._db.execute("BEGIN")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def fetchall(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        """Run a read query under the store's lock."""
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def stream_id(self, target: str, model_name: str) -> int:
+        """The id of a stream, created on first use."""
+        with self._lock:
+            return self._stream_id(target, model_name)
+
     # -- writes ---------------------------------------------------------------------------
     def write_round(
         self,
@@ -192,9 +263,20 @@ class Store:
         """Drop intervals and scrape rows older than the retention; return rows removed."""
         cutoff = now - retention_s
         with self._lock:
-            a = self._db.execute("DELETE FROM intervals WHERE end_ts < ?", (cutoff,)).rowcount
-            b = self._db.execute("DELETE FROM scrapes WHERE ts < ?", (cutoff,)).rowcount
-            return int(a) + int(b)
+            removed = 0
+            for table, column in (
+                ("intervals", "end_ts"),
+                ("scrapes", "ts"),
+                ("diagnoses", "end_ts"),
+                ("alert_history", "at"),
+                ("silences", "ends_at"),
+            ):
+                cur = self._db.execute(f"DELETE FROM {table} WHERE {column} < ?", (cutoff,))
+                removed += int(cur.rowcount)
+            cur = self._db.execute(
+                "DELETE FROM outbox WHERE delivered IS NOT NULL AND delivered < ?", (cutoff,)
+            )
+            return removed + int(cur.rowcount)
 
     # -- reads ----------------------------------------------------------------------------
     def streams(self, target: str | None = None) -> list[tuple[str, str]]:
