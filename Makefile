@@ -5,7 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+# Real components the tests start on 127.0.0.1 (Debian packages). Installed when missing
+# and we are root with apt-get (as on CI); elsewhere the tests that need them skip.
+SYSBINS := prometheus prometheus-alertmanager chromium chromedriver docker-compose
+SYSPKGS := prometheus prometheus-alertmanager chromium chromium-driver docker-compose
+
+.PHONY: demo test lint bench clean sysdeps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,7 +26,19 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check app tests bench
 	$(BIN)/mypy
 
-test: $(STAMP) lint
+sysdeps:
+	@missing=""; for b in $(SYSBINS); do command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian packages for:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	      --no-install-recommends $(SYSPKGS) >/dev/null; \
+	  else \
+	    echo "note: missing$$missing (apt-get install $(SYSPKGS)); tests needing them skip"; \
+	  fi; \
+	fi
+
+test: $(STAMP) sysdeps lint
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
