@@ -154,7 +154,7 @@ class Collector:
         outcomes = []
         for state, result in zip(self.states.values(), results, strict=True):
             try:
-                outcome = process(state, result, ts)
+                outcome = process(state, result, ts, max_series=self.settings.scrape.max_series)
             except Exception as exc:  # a parser bug must not stop the other targets
                 log.exception("processing %s failed", state.config.name)
                 rec = ScrapeRecord(

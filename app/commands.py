@@ -7,8 +7,8 @@ from typing import Any
 
 def register_all(sub: Any) -> None:
     """Attach every sub-command to ``sub`` (an argparse sub-parsers action)."""
-    from app import demo_cli, serve_cli
+    from app import config_cli, demo_cli, serve_cli
     from app.sim import cli as sim_cli
 
-    for module in (serve_cli, demo_cli, sim_cli):
+    for module in (serve_cli, demo_cli, config_cli, sim_cli):
         module.register(sub)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -54,6 +54,9 @@ class ScrapeConfig(_Strict):
     timeout: float = Field(4.0, gt=0, le=300, description="per-target timeout, seconds")
     max_body_bytes: int = Field(10_000_000, gt=0, description="larger pages are refused")
     concurrency: int = Field(64, ge=1, le=10_000, description="scrapes in flight at once")
+    max_series: int = Field(
+        20_000, ge=1, description="a page with more vllm: samples is refused (too_many_series)"
+    )
 
 
 class WindowConfig(_Strict):
@@ -84,6 +87,18 @@ class StorageConfig(_Strict):
     retention_days: float = Field(7.0, gt=0, description="history older than this is dropped")
 
 
+class LogConfig(_Strict):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
+        "INFO", description="log level"
+    )
+    json_lines: bool = Field(False, description="one JSON object per log line")
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, v: object) -> object:
+        return v.upper() if isinstance(v, str) else v
+
+
 class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8321, ge=0, le=65535)
@@ -102,6 +117,7 @@ class Settings(BaseSettings):
     slo: SloConfig = Field(default_factory=SloConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
+    log: LogConfig = Field(default_factory=LogConfig)
 
     @field_validator("targets")
     @classmethod

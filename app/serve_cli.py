@@ -5,13 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import logging
 import sys
 from typing import Any
 
 import httpx
 
 from app.config import ConfigError, Settings, load_settings, parse_target_flag
+from app.logs import collect_secrets, setup_logging
 from app.model import Snapshot
 
 
@@ -90,9 +90,11 @@ def serve(settings: Settings) -> int:
     from app.main import create_app
     from app.store.sqlite import StoreError
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    for noisy in ("apscheduler", "httpx"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    setup_logging(
+        settings.log.level,
+        json_lines=settings.log.json_lines,
+        secrets=collect_secrets(settings.model_dump()),
+    )
     if settings.server.port == 0:
         settings = settings.model_copy(
             update={"server": settings.server.model_copy(update={"port": _free_port()})}

@@ -65,3 +65,16 @@ def test_serve_without_targets_exits_2(capsys: pytest.CaptureFixture[str]) -> No
 def test_serve_rejects_malformed_target_flag(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--target", "just-a-name"]) == 2
     assert "NAME=URL" in capsys.readouterr().err
+
+
+def test_config_check_accepts_good_and_names_bad_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text("targets: [{name: a, url: 'http://127.0.0.1:8000/metrics'}]\n")
+    assert main(["config", "check", str(good)]) == 0
+    assert "ok" in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("log: {level: LOUD}\n")
+    assert main(["config", "check", str(bad)]) == 2
+    assert "log.level" in capsys.readouterr().err

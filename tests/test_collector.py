@@ -127,3 +127,33 @@ def test_restart_resumes_deltas_from_stored_snapshot(tmp_path: Path) -> None:
     stored = second.store.intervals("a", "llama", 0, 200)
     assert [(d.start, d.end) for d in stored] == [(100.0, 105.0), (105.0, 115.0)]
     assert stored[-1].counters["prompt_tokens"] == 2000.0
+
+
+def test_page_with_too_many_series_is_capped_and_reported(tmp_path: Path) -> None:
+    many = page(1) + "".join(
+        f'vllm:num_requests_running{{engine="{i}",model_name="llama"}} 1.0\n' for i in range(50)
+    )
+    settings = load_settings(
+        None,
+        {
+            "targets": [
+                {"name": "a", "url": "http://a/metrics"},
+                {"name": "b", "url": "http://b/metrics"},
+            ],
+            "storage": {"path": str(tmp_path / "pw.db")},
+            "scrape": {"max_series": 40},
+        },
+    )
+    pages = Pages({"a": [many], "b": [page(1)]})
+    col = Collector(
+        settings,
+        Store(settings.storage.path),
+        httpx.AsyncClient(transport=httpx.MockTransport(pages)),
+    )
+    rounds(col, [100.0])
+    rec_a = col.states["a"].last_record
+    assert (
+        rec_a is not None and rec_a.error_kind == "too_many_series" and "40" in (rec_a.error or "")
+    )
+    rec_b = col.states["b"].last_record
+    assert rec_b is not None and rec_b.ok
