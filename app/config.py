@@ -13,7 +13,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
@@ -104,6 +111,61 @@ class ServerConfig(_Strict):
     port: int = Field(8321, ge=0, le=65535)
 
 
+_HTTP_URL_RE = re.compile(r"^https?://[^\s/]+")
+
+
+class ReceiversConfig(_Strict):
+    """Where alerts go. URLs are secrets (Slack's carry a key): never logged."""
+
+    alertmanager: list[str] = Field(
+        default_factory=list, description="Alertmanager base URLs; /api/v2/alerts is appended"
+    )
+    webhook: list[str] = Field(
+        default_factory=list, description="URLs that get the Alertmanager webhook payload"
+    )
+    slack: list[str] = Field(default_factory=list, description="Slack incoming-webhook URLs")
+
+    @field_validator("alertmanager", "webhook", "slack")
+    @classmethod
+    def _urls_ok(cls, v: list[str]) -> list[str]:
+        for url in v:
+            if not _HTTP_URL_RE.match(url):
+                raise ValueError("each receiver must be an http(s):// URL")
+        return v
+
+
+class AlertsConfig(_Strict):
+    """Alert rules, their evaluation, and delivery through the outbox."""
+
+    enabled: bool = Field(True, description="evaluate rules and send notifications")
+    default_rules: bool = Field(True, description="load the shipped rule pack")
+    rules_file: str | None = Field(None, description="a YAML rule file, added to the pack")
+    evaluation_interval: float = Field(15.0, gt=0, le=3600, description="seconds")
+    resend_interval: float = Field(
+        60.0, gt=0, description="re-send firing alerts to Alertmanager this often, seconds"
+    )
+    resolved_retention: float = Field(
+        900.0, ge=0, description="keep resolved alerts (and re-send them) this long, seconds"
+    )
+    send_interval: float = Field(1.0, gt=0, le=60, description="outbox poll period, seconds")
+    send_timeout: float = Field(10.0, gt=0, le=300, description="per-request timeout, seconds")
+    retry_initial: float = Field(1.0, gt=0, description="first retry delay, seconds")
+    retry_max: float = Field(300.0, gt=0, description="longest retry delay, seconds")
+    give_up_after: float = Field(86400.0, gt=0, description="drop undelivered rows this old")
+    receivers: ReceiversConfig = Field(default_factory=ReceiversConfig)
+
+    @model_validator(mode="after")
+    def _rules_load(self) -> AlertsConfig:
+        from app.alerts.rules import RuleError, load_rule_file
+
+        if self.rules_file is not None:
+            try:
+                load_rule_file(self.rules_file)
+            except RuleError as exc:
+                raise ValueError(str(exc)) from None
+        return self
+
+
 class Settings(BaseSettings):
     """Everything phasewatch can be told."""
 
@@ -118,6 +180,13 @@ class Settings(BaseSettings):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    api_token: str | None = Field(
+        None, description="bearer token for the write endpoints (silences); none: they are off"
+    )
+    ui_base_url: str = Field(
+        "http://127.0.0.1:8321/ui", description="the UI's address, for links in alerts"
+    )
 
     @field_validator("targets")
     @classmethod

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from app import __version__
-from app.api.routes import health, targets, windows
+from app.api.routes import alerts, diagnoses, health, silences, targets, windows
 from app.config import Settings
 from app.service import Service
 
@@ -36,6 +36,9 @@ def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
     api = APIRouter(prefix="/api/v1")
     api.include_router(targets.router)
     api.include_router(windows.router)
+    api.include_router(alerts.router)
+    api.include_router(silences.router)
+    api.include_router(diagnoses.router)
     app.include_router(api)
     app.include_router(health.router)
     return app

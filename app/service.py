@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from app.alerts.runtime import Alerting
 from app.collector import Collector
 from app.config import Settings
 from app.selfmetrics import SelfMetrics, build_self_metrics
@@ -36,6 +37,9 @@ class Service:
         )
         self.collector = Collector(settings, self.store, self.client)
         self.metrics: SelfMetrics = build_self_metrics()
+        self.alerting = Alerting(
+            settings, self.store, getattr(self.collector, "states", None), self.metrics.registry
+        )
         self.metrics.targets.set(len(settings.targets))
         self.scheduler = AsyncIOScheduler()
         self.started_at = time.time()
@@ -80,6 +84,7 @@ class Service:
             max_instances=1,
             coalesce=True,
         )
+        self.alerting.schedule(self.scheduler)
         self.scheduler.start()
 
     async def stop(self) -> None:
@@ -87,4 +92,5 @@ class Service:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         await self.client.aclose()
+        await self.alerting.aclose()
         self.store.close()

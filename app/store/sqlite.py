@@ -102,6 +102,16 @@ MIGRATIONS: tuple[str, ...] = (
         comment TEXT NOT NULL
     );
     """,
+    # 3: outbox delivery order and outcome. Rows of one alert go out in id order per
+    # receiver (a "resolved" never overtakes its "firing"); ``kind`` is event or update
+    # (Alertmanager: only the newest row per alert is sent); ``outcome`` says how a row
+    # ended (sent, rejected, superseded, expired) — ``delivered`` is when.
+    """
+    ALTER TABLE outbox ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
+    ALTER TABLE outbox ADD COLUMN kind TEXT NOT NULL DEFAULT 'event';
+    ALTER TABLE outbox ADD COLUMN outcome TEXT;
+    CREATE INDEX outbox_order ON outbox(receiver, fingerprint, id);
+    """,
 )
 
 

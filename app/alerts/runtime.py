@@ -1,0 +1,126 @@
+"""Alerting inside the service: the evaluation job, the outbox sender job, their metrics.
+
+Built by :class:`app.service.Service`; :meth:`Alerting.schedule` adds two APScheduler
+jobs — ``alerts`` (every ``alerts.evaluation_interval``, first run shortly after the
+first scrape) and ``outbox`` (every ``alerts.send_interval``, first run at once, which is
+what delivers notifications left undelivered by a crash or a kill).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import httpx
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from app.alerts.engine import AlertEngine
+from app.alerts.notify import Receiver
+from app.alerts.outbox import Outbox, Sender
+from app.alerts.state import AlertState
+from app.collector import TargetState
+from app.config import Settings
+from app.store.sqlite import Store
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Alerting"]
+
+# The first evaluation waits this long after start-up so the first scrape is stored.
+FIRST_EVALUATION_DELAY_S = 2.0
+
+
+class Alerting:
+    """The alert engine, the outbox sender and their HTTP client."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        states: Mapping[str, TargetState] | None = None,
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        cfg = settings.alerts
+        self.settings = settings
+        self.engine = AlertEngine(settings, store, states)
+        self.outbox = Outbox(store)
+        self.client = httpx.AsyncClient(headers={"User-Agent": "phasewatch"})
+        self._alerts_gauge: Gauge | None = None
+        self._sent: Counter | None = None
+        if registry is not None:
+            self._alerts_gauge = Gauge(
+                "phasewatch_alerts", "Alerts by state", ["state"], registry=registry
+            )
+            self._sent = Counter(
+                "phasewatch_notifications_total",
+                "Notification attempts by receiver kind and outcome (sent, retry, rejected)",
+                ["kind", "outcome"],
+                registry=registry,
+            )
+        self.sender = Sender(
+            self.outbox,
+            self.engine.receivers,
+            self.client,
+            timeout=cfg.send_timeout,
+            retry_initial=cfg.retry_initial,
+            retry_max=cfg.retry_max,
+            give_up_after=cfg.give_up_after,
+            on_result=self._count,
+        )
+
+    def _count(self, receiver: Receiver, outcome: str) -> None:
+        if self._sent is not None:
+            self._sent.labels(receiver.kind, outcome).inc()
+
+    async def evaluate_job(self) -> None:
+        """One evaluation round, off the event loop."""
+        try:
+            await asyncio.to_thread(self.engine.evaluate_once, time.time())
+        except Exception:
+            log.exception("alert evaluation failed")
+            return
+        if self._alerts_gauge is not None:
+            for state in AlertState:
+                n = sum(1 for a in self.engine.alerts.values() if a.state == state)
+                self._alerts_gauge.labels(str(state)).set(n)
+
+    async def send_job(self) -> None:
+        """Deliver what is due in the outbox."""
+        try:
+            await self.sender.run_once()
+        except Exception:
+            log.exception("outbox send failed")
+
+    def schedule(self, scheduler: Any) -> None:
+        """Add the two jobs to an APScheduler scheduler (not yet started or running)."""
+        cfg = self.settings.alerts
+        if not cfg.enabled:
+            return
+        now = datetime.now(UTC)
+        scheduler.add_job(
+            self.evaluate_job,
+            "interval",
+            seconds=cfg.evaluation_interval,
+            id="alerts",
+            next_run_time=now + timedelta(seconds=FIRST_EVALUATION_DELAY_S),
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=max(1, int(cfg.evaluation_interval)),
+        )
+        scheduler.add_job(
+            self.send_job,
+            "interval",
+            seconds=cfg.send_interval,
+            id="outbox",
+            next_run_time=now,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=max(1, int(cfg.send_interval)),
+        )
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
