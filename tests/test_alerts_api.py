@@ -197,3 +197,41 @@ def test_diagnoses_endpoint_returns_stored_diagnoses(client: ApiClient) -> None:
     assert client.get("/api/v1/diagnoses", params={"target": "a"}).json() == []
     bad = client.get("/api/v1/diagnoses", params={"target": "a", "start": 10, "end": 5})
     assert bad.status_code == 422
+
+
+def test_stream_rules_and_stored_diagnoses_from_live_scrapes(tmp_path: Path) -> None:
+    from tests.test_alerts_integration import Sink
+
+    vllm = Sink()
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "rules:\n  - alert: HalfFull\n    expr: kv_max >= 0.5 and class != null\n"
+        "    annotations: {diagnosis: '{{ class }}: {{ summary }}', hints: '{{ hints }}'}\n"
+    )
+    settings = load_settings(
+        None,
+        {
+            "targets": [{"name": "live", "url": vllm.url + "/metrics"}],
+            "storage": {"path": str(tmp_path / "pw.db")},
+            "alerts": {"default_rules": False, "rules_file": str(rules)},
+        },
+    )
+    try:
+        with serving(create_app(settings, start_jobs=False)) as c:
+            svc = service(c)
+            for _ in range(3):
+                c.loop.run_until_complete(svc.scrape_job())
+                time.sleep(0.05)
+            svc.alerting.engine.evaluate_once(time.time())
+            (alert,) = c.get("/api/v1/alerts").json()
+            assert alert["labels"]["model_name"] == "llama"
+            assert alert["labels"]["target"] == "live"
+            # Three scrapes cover a sliver of the 60 s window: said so, never "healthy".
+            assert alert["annotations"]["diagnosis"].startswith("insufficient_data: ")
+            (d,) = c.get("/api/v1/diagnoses", params={"target": "live"}).json()
+            assert (d["model_name"], d["class"]) == ("llama", "insufficient_data")
+            # A second evaluation a moment later with the same verdict is not stored again.
+            svc.alerting.engine.evaluate_once(time.time())
+            assert len(c.get("/api/v1/diagnoses", params={"target": "live"}).json()) == 1
+    finally:
+        vllm.close()

@@ -91,9 +91,21 @@ class AlertEngine:
                 live.append(model)
         return live
 
+    def _lag(self) -> float:
+        """Seconds a Prometheus source lags behind (its ingestion delay); 0 when scraping."""
+        source = getattr(self.settings, "source", None)
+        if source is not None and getattr(source, "kind", "scrape") == "prometheus":
+            return float(getattr(source, "lag", 0.0))
+        return 0.0
+
     def inputs(self, now: float) -> tuple[list[Instance], list[DiagnosisRow]]:
-        """Every instance to evaluate at ``now``, and the diagnoses worth storing."""
+        """Every instance to evaluate at ``now``, and the diagnoses worth storing.
+
+        Windows end at ``now`` (minus a Prometheus source's lag, as the data is not there
+        yet); target health is the latest scrape at ``now``.
+        """
         length = self.settings.window.length
+        end = now - self._lag()
         stale = max(
             3.0 * self.settings.scrape.interval, 2.0 * self.settings.alerts.evaluation_interval
         )
@@ -101,18 +113,18 @@ class AlertEngine:
         instances: list[Instance] = []
         rows: list[DiagnosisRow] = []
         for target, labels in self._targets().items():
-            records = self.store.scrapes(target, now - max(length, stale), now)
+            records = self.store.scrapes(target, min(end - length, now - stale), now)
             last = records[-1] if records else None
             status = ScrapeStatus(last.ts, last.ok, last.error_kind) if last else ScrapeStatus()
             tgt = target_input(
                 target, status, now=now, stale_after=stale, labels=labels, ui_base_url=ui
             )
             instances.append(tgt)
-            inside = [r for r in records if r.ts > now - length]
+            inside = [r for r in records if end - length < r.ts <= end]
             failed = sum(1 for r in inside if not reached(r.error_kind))
-            for model in self._models(target, now):
-                deltas = self.store.intervals(target, model, now - length, now)
-                w = window(deltas, start=now - length, end=now, target=target, model_name=model)
+            for model in self._models(target, end):
+                deltas = self.store.intervals(target, model, end - length, end)
+                w = window(deltas, start=end - length, end=end, target=target, model_name=model)
                 diagnosis, inst, _ = evaluate_stream(
                     w,
                     tgt,
@@ -125,8 +137,8 @@ class AlertEngine:
                 instances.append(inst)
                 cls = str(diagnosis.cls)
                 sub = None if diagnosis.sub_cause is None else str(diagnosis.sub_cause)
-                if should_store(self._stored.get((target, model)), now, cls, sub):
-                    self._stored[(target, model)] = (now, cls, sub)
+                if should_store(self._stored.get((target, model)), end, cls, sub):
+                    self._stored[(target, model)] = (end, cls, sub)
                     payload = diagnosis.to_dict()
                     rows.append(DiagnosisRow(target, model, w.start, w.end, cls, payload))
         return instances, rows

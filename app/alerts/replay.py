@@ -23,11 +23,19 @@ from app.alerts.rules import Rule
 from app.alerts.state import Alert, Transition, evaluate
 from app.collector import TargetState, process
 from app.config import ScrapeConfig, SloConfig, TargetConfig
+from app.diagnose import Diagnosis
 from app.model import IntervalDelta
 from app.scrape.client import read_file
 from app.windows.aggregate import windows
 
-__all__ = ["ReplayedScrapes", "read_scrapes", "replay_alerts", "replay_recording"]
+__all__ = [
+    "Replay",
+    "ReplayedScrapes",
+    "read_scrapes",
+    "replay",
+    "replay_alerts",
+    "replay_recording",
+]
 
 DEFAULT_UI_BASE_URL = "http://127.0.0.1:8321/ui"
 _PAGE = re.compile(r"^(\d+(?:\.\d+)?)\.prom$")
@@ -96,7 +104,15 @@ def read_scrapes(folder: Path, target: str | None = None) -> ReplayedScrapes:
     return out
 
 
-def replay_alerts(
+@dataclass
+class Replay:
+    """A recording's diagnosis timeline and the alert transitions it would have caused."""
+
+    diagnoses: list[Diagnosis] = field(default_factory=list)
+    transitions: list[Transition] = field(default_factory=list)
+
+
+def replay(
     scrapes: ReplayedScrapes,
     rules: Sequence[Rule],
     *,
@@ -106,8 +122,8 @@ def replay_alerts(
     labels: dict[str, str] | None = None,
     ui_base_url: str = DEFAULT_UI_BASE_URL,
     resolved_retention: float = 900.0,
-) -> list[Transition]:
-    """Evaluate ``rules`` at every window end of the recording; return the transitions."""
+) -> Replay:
+    """Diagnose every window end of the recording and evaluate ``rules`` there."""
     slo = slo or SloConfig()
     labels = labels or {}
     target = scrapes.target
@@ -128,7 +144,7 @@ def replay_alerts(
     }
     stale = scrapes.stale_after()
     prev: dict[str, Alert] = {}
-    out: list[Transition] = []
+    out = Replay()
     k = 0
     while (end := scrapes.start + length + k * step) <= scrapes.end:
         k += 1
@@ -146,7 +162,7 @@ def replay_alerts(
             w = by_model[model].get(round(end, 6))
             if w is None:
                 continue
-            _, inst, _ = evaluate_stream(
+            diagnosis, inst, _ = evaluate_stream(
                 w,
                 tgt,
                 slo,
@@ -155,11 +171,19 @@ def replay_alerts(
                 labels=labels,
                 ui_base_url=ui_base_url,
             )
+            out.diagnoses.append(diagnosis)
             instances.append(inst)
         result = evaluate(rules, instances, end, prev, resolved_retention=resolved_retention)
         prev = result.alerts
-        out.extend(result.transitions)
+        out.transitions.extend(result.transitions)
     return out
+
+
+def replay_alerts(
+    scrapes: ReplayedScrapes, rules: Sequence[Rule], **kwargs: Any
+) -> list[Transition]:
+    """Only the transitions of :func:`replay`."""
+    return replay(scrapes, rules, **kwargs).transitions
 
 
 def replay_recording(

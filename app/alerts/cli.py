@@ -1,0 +1,198 @@
+"""``phasewatch rules check|replay`` and the alerts of ``phasewatch replay DIR``.
+
+* ``rules check FILE…`` validates rule files (like ``promtool check rules``): exit 0 and
+  one line per file, or exit 2 with the error naming file, line, column and rule.
+* ``rules replay DIR`` evaluates rules over a recording: "which alerts would have
+  fired?" — for post-incident review and to try a rule file before deploying it.
+* ``replay DIR [--json]`` prints the diagnosis timeline of a recording and its
+  ``alerts`` (transitions with ``alertname``, ``state``, ``at``…). When another module
+  already registered ``replay`` (the diagnosis owns that command), it is kept and its
+  ``--json`` object gains the ``alerts`` list instead (see :func:`_with_alerts`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from app.alerts.replay import DEFAULT_UI_BASE_URL, read_scrapes, replay
+from app.alerts.rules import Rule, RuleError, combine, default_rules, load_rule_file
+from app.config import ConfigError, Settings, load_settings
+
+
+def register(sub: Any) -> None:
+    rules: argparse.ArgumentParser = sub.add_parser(
+        "rules", help="check alert rule files, or try them on a recording"
+    )
+    actions = rules.add_subparsers(dest="rules_action", required=True, metavar="ACTION")
+    check = actions.add_parser("check", help="validate rule files and exit")
+    check.add_argument("files", nargs="+", metavar="FILE")
+    check.set_defaults(func=run_check)
+    try_ = actions.add_parser("replay", help="evaluate rules over a recording folder")
+    _replay_args(try_)
+    try_.set_defaults(func=run_rules_replay)
+
+    if "replay" in sub.choices:
+        parser = sub.choices["replay"]
+        parser.set_defaults(func=_with_alerts(parser.get_default("func")))
+        return
+    p: argparse.ArgumentParser = sub.add_parser(
+        "replay",
+        help="diagnose a recording window by window, and the alerts it would have fired",
+    )
+    _replay_args(p)
+    p.set_defaults(func=run_replay)
+
+
+def _replay_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("dir", metavar="DIR", help="folder of <unix-seconds>.prom pages")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--config", metavar="FILE", help="YAML configuration (SLOs, alerts, rules)")
+    p.add_argument("--rules", metavar="FILE", help="a rule file (instead of alerts.rules_file)")
+    p.add_argument(
+        "--no-default-rules", action="store_true", help="leave the shipped rule pack out"
+    )
+    p.add_argument("--window", type=float, default=None, help="window length, s (default 60)")
+    p.add_argument("--step", type=float, default=None, help="step between windows, s (default 15)")
+    p.add_argument("--target", help="target name (default: the folder's name)")
+
+
+def run_check(args: argparse.Namespace) -> int:
+    for path in args.files:
+        try:
+            rules = load_rule_file(path)
+        except RuleError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        print(f"{path}: ok — {len(rules)} rule(s): {', '.join(r.name for r in rules)}")
+    return 0
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(getattr(args, "config", None))
+
+
+def _rules(args: argparse.Namespace, settings: Settings) -> list[Rule]:
+    packs = [] if getattr(args, "no_default_rules", False) else [default_rules()]
+    path = getattr(args, "rules", None) or settings.alerts.rules_file
+    if path is not None:
+        packs.append(load_rule_file(path))
+    return combine(*packs)
+
+
+def _replayed(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], list[Any]]:
+    """(the replay's summary and alerts as JSON, the diagnoses) — errors propagate."""
+    settings = _settings(args)
+    rules = _rules(args, settings)
+    scrapes = read_scrapes(folder, getattr(args, "target", None))
+    length = getattr(args, "window", None) or 60.0
+    step = getattr(args, "step", None) or 15.0
+    result = replay(
+        scrapes,
+        rules,
+        length=length,
+        step=step,
+        slo=settings.slo,
+        ui_base_url=settings.ui_base_url or DEFAULT_UI_BASE_URL,
+        resolved_retention=settings.alerts.resolved_retention,
+    )
+    summary = {
+        "target": scrapes.target,
+        "start": scrapes.start,
+        "end": scrapes.end,
+        "window": length,
+        "step": step,
+        "rules": [r.name for r in rules],
+        "alerts": [t.to_dict() for t in result.transitions],
+    }
+    return summary, result.diagnoses
+
+
+def _fail(exc: Exception) -> int:
+    print(exc if isinstance(exc, ConfigError | RuleError) else f"error: {exc}", file=sys.stderr)
+    return 2
+
+
+def _ts(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _print_alerts(alerts: list[dict[str, Any]]) -> None:
+    if not alerts:
+        print("no alert would have fired")
+        return
+    for a in alerts:
+        where = a["labels"].get("model_name") or a["labels"].get("target", "")
+        print(f"{_ts(a['at'])}  {a['state']:<8}  {a['alertname']:<32}  {where}")
+        if a["state"] == "firing" and a["annotations"].get("summary"):
+            print(f"{'':31}{a['annotations']['summary']}")
+
+
+def run_rules_replay(args: argparse.Namespace) -> int:
+    try:
+        summary, _ = _replayed(args, Path(args.dir))
+    except (ConfigError, RuleError, OSError, ValueError) as exc:
+        return _fail(exc)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        _print_alerts(summary["alerts"])
+    return 0
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    try:
+        summary, diagnoses = _replayed(args, Path(args.dir))
+    except (ConfigError, RuleError, OSError, ValueError) as exc:
+        return _fail(exc)
+    if args.json:
+        print(json.dumps({**summary, "diagnoses": [d.to_dict() for d in diagnoses]}, indent=2))
+        return 0
+    for d in diagnoses:
+        conf = f"{d.confidence:.0%}"
+        print(f"{_ts(d.end)}  {d.model_name:<28}  {d.label:<34} {conf:>4}  {d.summary}")
+    print()
+    _print_alerts(summary["alerts"])
+    return 0
+
+
+def _with_alerts(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Wrap another module's ``replay``: its ``--json`` object gains ``alerts``.
+
+    The wrapped command runs unchanged; when it printed one JSON object without an
+    ``alerts`` key, the rules are evaluated over the same folder and the list is added.
+    Any other output is passed through as it was.
+    """
+
+    def run(args: argparse.Namespace) -> int:
+        if not getattr(args, "json", False):
+            return func(args)
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            code = func(args)
+        text = buf.getvalue()
+        folder = next(
+            (Path(v) for v in vars(args).values() if isinstance(v, str) and Path(v).is_dir()),
+            None,
+        )
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = None
+        if code == 0 and folder is not None and isinstance(data, dict) and "alerts" not in data:
+            try:
+                data["alerts"] = _replayed(args, folder)[0]["alerts"]
+                text = json.dumps(data, indent=2) + "\n"
+            except (ConfigError, RuleError, OSError, ValueError) as exc:
+                print(f"alerts not evaluated: {exc}", file=sys.stderr)
+        sys.stdout.write(text)
+        return code
+
+    return run
