@@ -84,3 +84,15 @@ def test_target_down_in_a_recording(recordings: dict[str, Path], tmp_path: Path)
     (down,) = [t for t in transitions if t["state"] == "firing"]
     assert "model_name" not in down["labels"]
     assert "not_prometheus" in down["annotations"]["summary"]
+
+
+def test_metrics_disabled_fires_without_any_stream(tmp_path: Path) -> None:
+    page = "# HELP process_cpu_seconds_total cpu\n# TYPE process_cpu_seconds_total counter\n"
+    for k in range(30):  # a server started with --disable-log-stats: no vllm: families
+        (tmp_path / f"{START + 5 * k:.3f}.prom").write_text(
+            page + f"process_cpu_seconds_total {k}\n"
+        )
+    transitions = replay_recording(tmp_path, default_rules())
+    assert fired(transitions) == {"PhasewatchMetricsDisabled"}
+    (t,) = [t for t in transitions if t["state"] == "firing"]
+    assert t["at"] - START >= 60
