@@ -46,5 +46,7 @@ done
 curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "vLLM did not start in 300 s"; tail -30 "$WORK/vllm.log"; exit 1; }
 echo "vLLM up in $(( $(date +%s) - t_start )) s"
 
-"$PROJECT_PY" "$HERE/check.py" "http://127.0.0.1:$PORT" tiny-llama --window 5
+if ! "$PROJECT_PY" "$HERE/check.py" "http://127.0.0.1:$PORT" tiny-llama --window 5; then
+  echo "check failed; the end of vLLM's log:"; tail -40 "$WORK/vllm.log"; exit 1
+fi
 echo "make test-vllm passed in $(( $(date +%s) - t0 )) s; vLLM venv $(du -sh "$VENV" | cut -f1)"
