@@ -143,7 +143,10 @@ def test_service_scrapes_and_api_returns_hand_computed_quantiles(
         assert w["itl_p99"] == pytest.approx(0.1, rel=1e-12)
         assert "itl_p99" in w["ge_top_bucket"] and "ttft_p99" not in w["ge_top_bucket"]
         assert w["running_avg"] == 4 and w["waiting_max"] == 1 and w["kv_max"] == 0.5
-        assert w["prompt_tokens_per_s"] == pytest.approx(1000 / 0.25, rel=0.5)
+        # every interval adds 1000 prompt tokens; the rate is over the covered seconds
+        assert w["prompt_tokens_per_s"] == pytest.approx(
+            1000 * w["intervals"] / w["covered_s"], rel=1e-9
+        )
         assert w["reset"] is False
         assert "tpot" in w["missing"]
 
