@@ -13,9 +13,31 @@ from app.model import GaugeStats, HistogramDelta, Quantile, Window
 Hist = tuple[float, float | Quantile, float, float]
 
 
-def _hist(bounds: tuple[float, ...], n: float, mean: float) -> HistogramDelta:
-    # Only the presence and count matter to the classifier; buckets are not read.
-    return HistogramDelta(bounds=bounds, buckets={0: n} if n else {}, sum=n * mean, count=n)
+# vLLM 0.33 bucket bounds (vllm-metrics.md §1.3).
+BOUNDS = {
+    "ttft": (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+             7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0),
+    "itl": (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5,
+            10.0, 20.0, 40.0, 80.0),
+}  # fmt: skip
+
+
+def _index(bounds: tuple[float, ...], value: float) -> int:
+    return next((i for i, b in enumerate(bounds) if value <= b), len(bounds))
+
+
+def _hist(sig: str, p50: float | None, p99: float | Quantile | None, n: float, mean: float):
+    """Buckets whose p99 rank falls in the bucket holding ``p99`` (98.5 % at p50)."""
+    bounds = BOUNDS.get(sig, (1.0,))
+    buckets: dict[int, float] = {}
+    if n:
+        top = p99.value if isinstance(p99, Quantile) else p99
+        i99 = len(bounds) if isinstance(p99, Quantile) and p99.ge_top_bucket else None
+        i99 = i99 if i99 is not None else _index(bounds, top if top is not None else 0.0)
+        i50 = _index(bounds, p50 if p50 is not None else 0.0)
+        buckets[i50] = 0.985 * n
+        buckets[i99] = buckets.get(i99, 0.0) + 0.015 * n
+    return HistogramDelta(bounds=bounds, buckets=buckets, sum=n * mean, count=n)
 
 
 def make_window(
@@ -39,10 +61,14 @@ def make_window(
     intervals: int = 12,
     reset: bool = False,
     missing: tuple[str, ...] = (),
+    buckets: dict[str, dict[int, float]] | None = None,
     target: str = "http://vllm:8000/metrics",
     model_name: str = "llama",
 ) -> Window:
-    """A window with the given readings; ``None`` leaves a signal out entirely."""
+    """A window with the given readings; ``None`` leaves a signal out entirely.
+
+    ``buckets`` replaces a histogram's bucket increments (index → count; vLLM bounds).
+    """
     quantiles: dict[str, dict[str, Quantile]] = {}
     means: dict[str, float | None] = {}
     observations: dict[str, float] = {}
@@ -57,7 +83,7 @@ def make_window(
         }
         means[sig] = mean if n else None
         observations[sig] = n
-        histograms[sig] = _hist((1.0,), n, mean)
+        histograms[sig] = _hist(sig, p50, p99, n, mean)
 
     if ttft is not None:
         add("ttft", *ttft)
@@ -73,6 +99,9 @@ def make_window(
         add("gen_len", None, None, ttft[2], gen_len)
     if step_tokens is not None:
         add("step_tokens", step_tokens[0], step_tokens[1], step_tokens[2], step_tokens[0])
+    for sig, counts in (buckets or {}).items():
+        hd = histograms[sig]
+        histograms[sig] = HistogramDelta(hd.bounds, counts, hd.sum, sum(counts.values()))
     gauges: dict[str, GaugeStats] = {}
     if running is not None:
         gauges["running"] = GaugeStats(running[0], running[1], running[0])

@@ -9,9 +9,9 @@ Order of decision:
 3. The problem classes that hold, by precedence: **kv_pressure** (a full pool makes
    requests wait, which makes them queue: it explains the others), then **queue_bound**
    (requests had not started: capacity, not the model), then **prefill_bound** before
-   **decode_bound** (the prefill chunks that delay first tokens also stretch the steps
-   streams wait on) — unless decode is bandwidth-bound, where slow steps are the common
-   cause. The others that hold are secondary findings.
+   **decode_bound**: a late first token is queueing or prefill work itself (TTFT ≈
+   queue + prefill), and the prefill chunks that delay it also stretch the steps the
+   streams wait on. The others that hold are secondary findings.
 4. **healthy** only when both latency rules could be judged and neither fired. A rule
    that could not be judged (a lower bound under its SLO) leaves the window
    insufficient_data; so do failed scrapes that leave nothing wrong to report.
@@ -34,14 +34,13 @@ from app.diagnose.records import (
     Evidence,
     Finding,
     Roofline,
-    SubCause,
     fmt_value,
 )
 from app.diagnose.roofline import roofline
 from app.model import CORE_SIGNALS, Window
 
 C = DiagnosisClass
-# The problem classes in order of precedence (see ``_primary`` for prefill vs decode).
+# The problem classes in order of precedence (module docstring).
 _PRECEDENCE = (C.KV_PRESSURE, C.QUEUE_BOUND, C.PREFILL_BOUND, C.DECODE_BOUND)
 
 
@@ -62,14 +61,12 @@ def diagnose(
     slo = config.slo_for(window.target, window.model_name)
     roof = roofline(config.hardware, facts.itl_mean) if config.hardware else None
 
-    breach, breach_ev = rules.ttft_breach(facts, slo)
+    breach = rules.ttft_breach(facts, slo)
     queued, queue_ev = rules.queue_dominated(facts, config)
     results = {
         C.KV_PRESSURE: rules.kv_pressure(facts, config, breach, queued),
-        C.QUEUE_BOUND: rules.queue_bound(facts, config, slo, breach, breach_ev, queued, queue_ev),
-        C.PREFILL_BOUND: rules.prefill_bound(
-            facts, config, slo, breach, breach_ev, queued, queue_ev
-        ),
+        C.QUEUE_BOUND: rules.queue_bound(facts, config, slo, breach, queued, queue_ev),
+        C.PREFILL_BOUND: rules.prefill_bound(facts, config, slo, breach, queued, queue_ev),
         C.DECODE_BOUND: rules.decode_bound(facts, config, slo),
     }
     idle = rules.idle(facts, config)
@@ -87,7 +84,7 @@ def diagnose(
     elif idle.holds:
         cls, summary, confidence = C.IDLE, idle.summary, round(coverage, 2)
     elif firing:
-        primary = _primary(firing)
+        primary = firing[0]
         cls, summary = primary.cls, primary.summary
         confidence = _confidence(primary.margin, primary.n, config, coverage)
     else:
@@ -131,20 +128,6 @@ def _situation(r: rules.RuleResult) -> str:
     return r.cls.value if r.sub_cause is None else f"{r.cls.value}/{r.sub_cause.value}"
 
 
-def _primary(firing: list[rules.RuleResult]) -> rules.RuleResult:
-    """The first by precedence; prefill vs decode by what slows the steps.
-
-    When both SLOs break, the common cause wins: prefill chunks (they delay the first
-    token and stretch the steps the streams wait on) unless every step is slow without
-    them (bandwidth-bound: faster steps would also shorten prefill).
-    """
-    first = firing[0]
-    if first.cls is C.PREFILL_BOUND and len(firing) > 1:
-        decode = firing[1]
-        return decode if decode.sub_cause is SubCause.BANDWIDTH_BOUND else first
-    return first
-
-
 def _confidence(margin: float, n: float, config: DiagnosisConfig, coverage: float) -> float:
     samples = 1.0 if math.isinf(n) else min(1.0, math.sqrt(max(n, 0.0) / config.min_observations))
     return round(max(0.05, min(1.0, margin * samples * coverage)), 2)
@@ -159,7 +142,7 @@ def _healthy_or_unknown(
 ) -> tuple[DiagnosisClass, str, float]:
     """Healthy needs every rule judged; an unjudgeable one names what is unknown.
 
-    Requests running with no progress at all (no token, no first token, nothing
+    Requests running with no progress at all (no engine step, no token, nothing
     finished) cannot be called healthy either: the engine is stuck or the page frozen.
     """
     unknown = sorted(
@@ -173,7 +156,7 @@ def _healthy_or_unknown(
     )
     if unknown:
         return C.INSUFFICIENT_DATA, f"Insufficient data: cannot judge {', '.join(unknown)}", 1.0
-    progress = f.ttft_n + f.itl_n + (f.finished or 0.0) + (f.generation_tokens or 0.0)
+    progress = f.ttft_n + f.itl_n + f.step_n + (f.finished or 0.0) + (f.generation_tokens or 0.0)
     if progress == 0 and (f.running_avg or 0.0) >= 1:
         summary = (
             f"Insufficient data: {fmt_value(f.running_avg)} requests running on average but "

@@ -2,10 +2,15 @@
 
 Everything here is a plain reading of the window, with two derived quantities:
 
-* **queue share** — the part of TTFT spent waiting for admission. From the
-  ``queue_time`` histogram when the page has it (vLLM ≥ 0.7): mean queue time / mean TTFT.
-  Without it (V0 pages) from Little's law: mean wait ≈ mean number waiting / arrival rate,
-  with the arrival rate taken as first tokens per second in the window.
+* **queue share** — of the request-seconds spent before a first token in the window,
+  the share spent waiting for admission: waiting avg / (waiting avg + requests in
+  prefill), the requests in prefill by Little's law (first tokens per second × mean
+  prefill time). It describes the window itself, even while a queue builds or drains
+  (then the TTFTs observed now reflect the queue of a while ago). Without
+  ``prefill_time`` (V0 pages): mean wait (waiting avg / first-token rate) over mean TTFT.
+  The ``queue_time`` histogram (vLLM ≥ 0.7) is observed only when a request *finishes*
+  (vllm-metrics.md §1.4), so it describes requests admitted up to a whole generation
+  earlier; it is the last fallback, and ``queue_time_share`` shows it beside the estimate.
 * **computed prompt tokens** — prompt tokens × (1 − prefix-cache hit ratio): the prefill
   work actually done.
 
@@ -19,6 +24,7 @@ from dataclasses import dataclass, fields
 
 from app.model import (
     GaugeStats,
+    HistogramDelta,
     Quantile,
     Window,
 )
@@ -31,21 +37,25 @@ class Facts:
     window_seconds: float
     covered: float
     coverage: float
+    samples: int
     ttft_n: float
     ttft_p50: float | None
     ttft_p99: float | None
     ttft_p99_ge: bool
+    ttft_hist: HistogramDelta | None
     ttft_mean: float | None
     itl_n: float
     itl_p50: float | None
     itl_p50_ge: bool
     itl_p99: float | None
     itl_p99_ge: bool
+    itl_hist: HistogramDelta | None
     itl_mean: float | None
     queue_mean: float | None
     queue_n: float
     queue_share: float | None
     queue_share_source: str | None
+    queue_time_share: float | None
     prefill_mean: float | None
     finished: float | None
     running_avg: float | None
@@ -155,17 +165,23 @@ def _prefix(window: Window) -> tuple[float | None, bool | None]:
 def _queue_share(
     window: Window, ttft_mean: float | None, ttft_n: float, waiting_avg: float | None
 ) -> tuple[float | None, float | None, str | None]:
-    """(queue share of TTFT, mean queue time, source) — see the module docstring."""
+    """(queue share of time-to-first-token, mean wait, source) — module docstring."""
     if ttft_mean is None or ttft_mean <= 0:
         return None, None, None
+    covered = window.covered or (window.end - window.start)
+    if waiting_avg is not None and covered > 0 and ttft_n > 0:
+        rate = ttft_n / covered
+        wait = waiting_avg / rate
+        prefill = _mean(window, "prefill_time")
+        if prefill is not None:
+            prefilling = rate * prefill  # Little's law for the prefill stage
+            total = waiting_avg + prefilling
+            return (waiting_avg / total if total > 0 else 0.0), wait, "request_seconds"
+        return min(1.0, wait / ttft_mean), wait, "little"
     queue_mean = _mean(window, "queue_time")
     if queue_mean is not None:
         return min(1.0, queue_mean / ttft_mean), queue_mean, "queue_time"
-    covered = window.covered or (window.end - window.start)
-    if waiting_avg is None or covered <= 0 or ttft_n <= 0:
-        return None, None, None
-    estimate = waiting_avg / (ttft_n / covered)
-    return min(1.0, estimate / ttft_mean), estimate, "little"
+    return None, None, None
 
 
 def derive(window: Window) -> Facts:
@@ -190,22 +206,30 @@ def derive(window: Window) -> Facts:
     return Facts(
         window_seconds=length,
         covered=window.covered,
+        samples=window.intervals,
         coverage=min(1.0, window.covered / length) if length > 0 else 0.0,
         ttft_n=ttft_n,
         ttft_p50=_q(window, "ttft", "p50").value,
         ttft_p99=ttft_p99.value,
         ttft_p99_ge=ttft_p99.ge_top_bucket,
+        ttft_hist=window.histograms.get("ttft"),
         ttft_mean=ttft_mean,
         itl_n=window.observations.get("itl", 0.0),
         itl_p50=itl_p50.value,
         itl_p50_ge=itl_p50.ge_top_bucket,
         itl_p99=itl_p99.value,
         itl_p99_ge=itl_p99.ge_top_bucket,
+        itl_hist=window.histograms.get("itl"),
         itl_mean=_mean(window, "itl"),
         queue_mean=queue_mean,
         queue_n=window.observations.get("queue_time", 0.0),
         queue_share=share,
         queue_share_source=source,
+        queue_time_share=(
+            None
+            if ttft_mean is None or _mean(window, "queue_time") is None
+            else min(1.0, (_mean(window, "queue_time") or 0.0) / ttft_mean)
+        ),
         prefill_mean=_mean(window, "prefill_time"),
         finished=_finished(window),
         running_avg=running.avg,

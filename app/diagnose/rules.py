@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from app.diagnose.config import DiagnosisConfig, Slo
 from app.diagnose.facts import Facts
 from app.diagnose.records import DiagnosisClass, Evidence, SubCause, fmt_value
+from app.diagnose.slo import Breach, judge
 
 C = DiagnosisClass
 
@@ -48,15 +49,6 @@ class RuleResult:
 def breach_margin(ratio: float) -> float:
     """0.5 at the threshold, 1.0 at twice the threshold (log scale)."""
     return 0.5 + 0.5 * min(1.0, max(0.0, math.log2(ratio))) if ratio > 0 else 0.5
-
-
-def over(value: float | None, ge: bool, threshold: float) -> bool | None:
-    """value > threshold, honest about lower bounds: "≥ x" proves only when x > threshold."""
-    if value is None:
-        return None
-    if ge:
-        return True if value > threshold else None
-    return value > threshold
 
 
 def _ev(
@@ -120,31 +112,39 @@ def _all(values: Iterable[bool | None]) -> bool | None:
     return None if any(v is None for v in vs) else True
 
 
-def ttft_breach(f: Facts, slo: Slo) -> tuple[bool | None, Evidence]:
-    """TTFT p99 over SLO; no first token at all while requests waited counts as over."""
+def ttft_breach(f: Facts, slo: Slo) -> Breach:
+    """TTFT p99 over SLO; with no first token in the window, the oldest waiting age.
+
+    A request seen waiting at a scrape and never given a first token has a TTFT at
+    least as long as the span of scrapes that saw requests waiting — at least
+    (sum / max − 1) scrape intervals, from the gauge's average and maximum. A queue that
+    serves nobody (a stuck scheduler while /health stays 200) is then not "healthy".
+    Requests still in prefill are not counted here: their TTFT enters the histogram
+    when their first token comes, once, like every other request's.
+    """
     if f.ttft_n > 0:
-        holds = over(f.ttft_p99, f.ttft_p99_ge, slo.ttft_p99)
-        note = "" if holds is not None or not f.ttft_p99_ge else "lower bound below the SLO"
-        ev = _ev(
-            C.PREFILL_BOUND,
-            "ttft_p99",
-            f.ttft_p99,
-            ">",
-            slo.ttft_p99,
-            holds,
-            "s",
-            f.ttft_p99_ge,
-            note,
-        )
-        return holds, ev
-    stalled = f.waiting_avg is not None and f.waiting_avg >= 1 and f.covered > slo.ttft_p99
-    note = "no first token in the window" + (" while requests waited" if stalled else "")
-    ev = _ev(C.PREFILL_BOUND, "ttft_p99", None, ">", slo.ttft_p99, stalled, "s", note=note)
-    return stalled, ev
+        rule = str(C.PREFILL_BOUND)
+        return judge(rule, "ttft_p99", f.ttft_p99, f.ttft_p99_ge, f.ttft_hist, slo.ttft_p99)
+    age = waiting_age(f)
+    stalled = age is not None and age > slo.ttft_p99
+    note = "no first token in the window; value: the oldest waiting request's age"
+    ev = _ev(C.PREFILL_BOUND, "ttft_p99", age, ">", slo.ttft_p99, stalled, "s", True, note)
+    return Breach(stalled, True, ev)
+
+
+def waiting_age(f: Facts) -> float | None:
+    """Lower bound of how long a waiting request has gone without a first token."""
+    if f.samples <= 0 or not f.waiting_avg or not f.waiting_max:
+        return None
+    seen = f.waiting_avg * f.samples / f.waiting_max  # scrapes that saw a waiting request
+    return max(0.0, seen - 1.0) * f.covered / f.samples
 
 
 def queue_dominated(f: Facts, cfg: DiagnosisConfig) -> tuple[bool | None, tuple[Evidence, ...]]:
-    """Queue time is the larger part of TTFT (or, with no TTFT to split, requests wait)."""
+    """Requests wait (avg ≥ 1) and waiting is the larger part of TTFT.
+
+    With no first token to split, waiting alone decides.
+    """
     r = C.QUEUE_BOUND
     waiting = _ev(
         r,
@@ -156,9 +156,13 @@ def queue_dominated(f: Facts, cfg: DiagnosisConfig) -> tuple[bool | None, tuple[
     )
     if f.queue_share is None:
         return waiting.holds, (waiting,)
-    note = "mean queue time / mean TTFT"
-    if f.queue_share_source == "little":
-        note = "Little's law: waiting avg / first-token rate, over mean TTFT (no queue_time)"
+    note = {
+        "request_seconds": "waiting avg / (waiting avg + first tokens/s × prefill time mean)",
+        "little": "Little's law: (waiting avg / first tokens/s) / TTFT mean (no prefill_time)",
+        "queue_time": "queue_time mean / TTFT mean (finished requests; no waiting gauge)",
+    }.get(f.queue_share_source or "", "")
+    if f.queue_share_source != "queue_time" and f.queue_time_share is not None:
+        note += f"; queue_time histogram (finished requests) says {f.queue_time_share:.0%}"
     share = _ev(
         r,
         "queue_share",
@@ -169,12 +173,10 @@ def queue_dominated(f: Facts, cfg: DiagnosisConfig) -> tuple[bool | None, tuple[
         "ratio",
         note=note,
     )
-    return share.holds, (share, waiting)
+    return _all((share.holds, waiting.holds)), (share, waiting)
 
 
-def kv_pressure(
-    f: Facts, cfg: DiagnosisConfig, breach: bool | None, queued: bool | None
-) -> RuleResult:
+def kv_pressure(f: Facts, cfg: DiagnosisConfig, breach: Breach, queued: bool | None) -> RuleResult:
     """Preemptions, or a pool ≥ 0.90 full while requests wait (or TTFT is queue-bound).
 
     vLLM preempts a running request only when it cannot get a KV block, so a preemption
@@ -184,7 +186,7 @@ def kv_pressure(
     full = _cmp(f.kv_max, ">=", cfg.kv_usage_high)
     preempted = None if f.preemptions is None else f.preemptions > 0
     waiting = _cmp(f.waiting_avg, ">=", cfg.waiting_min)
-    queued_breach = bool(breach and queued)
+    queued_breach = bool(breach.holds and queued)
     holds = _any((preempted, _all((full, _any((waiting, queued_breach))))))
     ev = (
         _ev(r, "preemptions", f.preemptions, ">", 0.0, preempted, note="increase in window"),
@@ -207,8 +209,7 @@ def queue_bound(
     f: Facts,
     cfg: DiagnosisConfig,
     slo: Slo,
-    breach: bool | None,
-    breach_ev: Evidence,
+    breach: Breach,
     queued: bool | None,
     queue_ev: tuple[Evidence, ...],
 ) -> RuleResult:
@@ -216,18 +217,18 @@ def queue_bound(
     r = C.QUEUE_BOUND
     room = _cmp(f.kv_max, "<", cfg.kv_usage_high)
     ev = (
-        _retag(breach_ev, r),
+        _retag(breach.evidence, r),
         *queue_ev,
         _ev(r, "kv_usage_max", f.kv_max, "<", cfg.kv_usage_high, room, "ratio"),
     )
-    holds = _all((breach, queued, room))
+    holds = _all((breach.holds, queued, room))
     share = "" if f.queue_share is None else f", {f.queue_share:.0%} of it queueing"
     summary = (
         f"Requests queue for admission: TTFT p99 {_ttft(f)} > {fmt_value(slo.ttft_p99, 's')}"
         f"{share} (waiting avg {fmt_value(f.waiting_avg)}); the server is at its capacity"
     )
     decisive = 1.0 if f.queue_share is None else min(1.0, abs(f.queue_share - 0.5) * 2)
-    margin = _ttft_margin(f, slo) * (0.75 + 0.25 * decisive)
+    margin = _ttft_margin(f, slo, breach) * (0.75 + 0.25 * decisive)
     return RuleResult(r, holds, ev, summary, margin, f.ttft_n or math.inf)
 
 
@@ -235,27 +236,26 @@ def prefill_bound(
     f: Facts,
     cfg: DiagnosisConfig,
     slo: Slo,
-    breach: bool | None,
-    breach_ev: Evidence,
+    breach: Breach,
     queued: bool | None,
     queue_ev: tuple[Evidence, ...],
 ) -> RuleResult:
     """TTFT over SLO while queueing is the smaller part: prefill compute is slow."""
     r = C.PREFILL_BOUND
     small_queue = None if queued is None else not queued
-    ev = (breach_ev, *(_retag(e, r, invert=True) for e in queue_ev))
+    ev = (breach.evidence, *(_retag(e, r, invert=True) for e in queue_ev))
     if f.prefill_mean is not None:
         ev += (_ev(r, "prefill_time_mean", f.prefill_mean, "", None, None, "s"),)
     if f.prompt_len_mean is not None:
         ev += (_ev(r, "prompt_len_mean", f.prompt_len_mean, "", None, None, "tokens"),)
-    holds = _all((breach, small_queue))
+    holds = _all((breach.holds, small_queue))
     prompt = "" if f.prompt_len_mean is None else f"; mean prompt {f.prompt_len_mean:.0f} tokens"
     summary = (
         f"Prefill-bound: TTFT p99 {_ttft(f)} > {fmt_value(slo.ttft_p99, 's')} with little "
         f"queueing{prompt}"
     )
     decisive = 1.0 if f.queue_share is None else min(1.0, abs(f.queue_share - 0.5) * 2)
-    margin = _ttft_margin(f, slo) * (0.75 + 0.25 * decisive)
+    margin = _ttft_margin(f, slo, breach) * (0.75 + 0.25 * decisive)
     return RuleResult(r, holds, ev, summary, margin, f.ttft_n or math.inf)
 
 
@@ -263,11 +263,11 @@ def decode_bound(f: Facts, cfg: DiagnosisConfig, slo: Slo) -> RuleResult:
     """ITL p99 over SLO; the sub-cause from the shape of ITL and the size of steps."""
     r = C.DECODE_BOUND
     if f.itl_n > 0:
-        breach = over(f.itl_p99, f.itl_p99_ge, slo.itl_p99)
-        ev = [_ev(r, "itl_p99", f.itl_p99, ">", slo.itl_p99, breach, "s", f.itl_p99_ge)]
+        breach = judge(str(r), "itl_p99", f.itl_p99, f.itl_p99_ge, f.itl_hist, slo.itl_p99)
     else:
-        breach = False
-        ev = [_ev(r, "itl_p99", None, ">", slo.itl_p99, False, "s", note="no token gaps")]
+        ev0 = _ev(r, "itl_p99", None, ">", slo.itl_p99, False, "s", note="no token gaps")
+        breach = Breach(False, True, ev0)
+    ev = [breach.evidence]
     sub, sub_ev = _decode_sub_cause(f, cfg)
     ev.extend(sub_ev)
     if sub is SubCause.PREFILL_INTERFERENCE:
@@ -281,8 +281,8 @@ def decode_bound(f: Facts, cfg: DiagnosisConfig, slo: Slo) -> RuleResult:
             f"Decode-bound (memory bandwidth): ITL p50 {fmt_value(f.itl_p50, 's')}, p99 "
             f"{_itl(f)} > {fmt_value(slo.itl_p99, 's')}: every decode step is slow"
         )
-    ratio = (f.itl_p99 or 0.0) / slo.itl_p99
-    return RuleResult(r, breach, tuple(ev), summary, breach_margin(ratio), f.itl_n, sub)
+    margin = breach_margin((f.itl_p99 or 0.0) / slo.itl_p99) * (1.0 if breach.proven else 0.7)
+    return RuleResult(r, breach.holds, tuple(ev), summary, margin, f.itl_n, sub)
 
 
 def _decode_sub_cause(f: Facts, cfg: DiagnosisConfig) -> tuple[SubCause, list[Evidence]]:
@@ -372,5 +372,7 @@ def _itl(f: Facts) -> str:
     return fmt_value(f.itl_p99, "s", f.itl_p99_ge)
 
 
-def _ttft_margin(f: Facts, slo: Slo) -> float:
-    return breach_margin((f.ttft_p99 or 0.0) / slo.ttft_p99) if f.ttft_n else 0.75
+def _ttft_margin(f: Facts, slo: Slo, breach: Breach) -> float:
+    """How clearly TTFT passed its SLO; an unproven (interpolated) breach counts less."""
+    margin = breach_margin((f.ttft_p99 or 0.0) / slo.ttft_p99) if f.ttft_n else 0.75
+    return margin if breach.proven else 0.7 * margin
