@@ -15,3 +15,6 @@ def register_all(sub: Any) -> None:
     # alerts_cli last: it extends a ``replay`` registered before it (see its docstring).
     for module in (serve_cli, demo_cli, config_cli, sim_cli, review_cli, alerts_cli):
         module.register(sub)
+    from app.ui import cli as ui_cli
+
+    ui_cli.register(sub)

@@ -11,6 +11,7 @@ from app import __version__
 from app.api.routes import alerts, diagnoses, health, silences, targets, windows
 from app.config import Settings
 from app.service import Service
+from app.ui.mount import mount_live
 
 
 def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
@@ -41,4 +42,5 @@ def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
     api.include_router(diagnoses.router)
     app.include_router(api)
     app.include_router(health.router)
+    mount_live(app, settings, warm=start_jobs)  # the Dash UI under /ui
     return app

@@ -106,6 +106,7 @@ def serve(settings: Settings) -> int:
             f"http://{settings.server.host}:{settings.server.port}/api/v1 (docs at /docs)",
             flush=True,
         )
+        print(f"UI on http://{settings.server.host}:{settings.server.port}/ui/", flush=True)
         uvicorn.run(app, host=settings.server.host, port=settings.server.port, log_level="warning")
     except StoreError as exc:
         print(f"store error: {exc}", file=sys.stderr)

@@ -1,0 +1,194 @@
+"""Pure builders of the UI's repeated pieces: class badge, diagnosis card, tables.
+
+Every label value (target, model, error text) goes into Dash components as text, which
+Dash escapes; nothing here renders HTML from strings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dash import html
+
+from app.diagnose import Diagnosis
+from app.diagnose.records import Evidence, fmt_value
+from app.ui import palette
+from app.ui.data import Point
+from app.ui.figures import band_runs, utc
+
+
+def data_attrs(**values: str) -> dict[str, Any]:
+    """``data-*`` attributes for a Dash component (``data_attrs(hint="x")`` → data-hint)."""
+    return {f"data-{k.replace('_', '-')}": v for k, v in values.items()}
+
+
+def badge(cls: str, sub_cause: str | None = None, **kw: Any) -> html.Span:
+    """The class as a coloured label that carries its name in text."""
+    st = palette.style(cls)
+    return html.Span(
+        palette.label(cls, sub_cause),
+        className="badge",
+        style={"background": st.colour, "color": st.text},
+        title=f"class: {cls}" + (f"/{sub_cause}" if sub_cause else ""),
+        **data_attrs(**{"class": cls}),
+        **kw,
+    )
+
+
+def mini_band(points: Sequence[Point], step: float, *, start: float, end: float) -> html.Div:
+    """The last minutes' classes as a thin strip of labelled segments (no Plotly)."""
+    span = max(end - start, step)
+    children = []
+    for r in band_runs(points, step):
+        st = palette.style(r.cls)
+        width = max(0.0, min(r.end, end) - max(r.start, start)) / span * 100
+        children.append(
+            html.Div(
+                className="mini-band-seg",
+                style={
+                    "width": f"{width:.3f}%",
+                    "left": f"{(max(r.start, start) - start) / span * 100:.3f}%",
+                    "background": st.colour,
+                },
+                title=f"{palette.label(r.cls, r.sub_cause)}: {utc(r.start)} – {utc(r.end)} UTC",
+            )
+        )
+    return html.Div(children, className="mini-band")
+
+
+def _verdict(e: Evidence) -> str:
+    return {True: "yes", False: "no", None: "unknown"}[e.holds]
+
+
+def evidence_table(evidence: Sequence[Evidence], rules: Sequence[str] | None = None) -> html.Table:
+    """Each comparison a rule made: signal, value, threshold, holds."""
+    rows = []
+    for e in evidence:
+        if rules is not None and e.rule not in rules:
+            continue
+        threshold = "" if e.threshold is None else f"{e.op} {fmt_value(e.threshold, e.unit)}"
+        rows.append(
+            html.Tr(
+                [
+                    html.Td(e.rule),
+                    html.Td(e.signal),
+                    html.Td(fmt_value(e.value, e.unit, e.ge), className="num"),
+                    html.Td(threshold, className="num"),
+                    html.Td(_verdict(e), className=f"holds-{_verdict(e)}"),
+                    html.Td(e.note),
+                ]
+            )
+        )
+    head = html.Tr([html.Th(h) for h in ("rule", "signal", "value", "threshold", "holds", "note")])
+    return html.Table([html.Thead(head), html.Tbody(rows)], className="evidence")
+
+
+def hints_list(d: Diagnosis) -> html.Ol | html.P:
+    """What to change, most useful first: the title, the flag or action, and why."""
+    if not d.hints:
+        return html.P("Nothing to change.", className="muted")
+    return html.Ol(
+        [
+            html.Li(
+                [
+                    html.Strong(h.title),
+                    html.Span(": "),
+                    html.Code(h.action),
+                    html.Div(["why: ", h.why], className="why"),
+                ],
+                className="hint",
+                **data_attrs(hint=h.id),
+            )
+            for h in d.hints
+        ],
+        className="hints",
+    )
+
+
+def diagnosis_card(d: Diagnosis, *, latest: bool) -> html.Div:
+    """Class, sub-cause, summary, evidence, secondary findings, hints, roofline, notes."""
+    when = "latest window" if latest else "chosen window"
+    parts: list[Any] = [
+        html.Div(
+            [
+                badge(str(d.cls), None if d.sub_cause is None else str(d.sub_cause)),
+                html.Span(f" confidence {d.confidence:.2f}", className="muted"),
+            ],
+            className="card-head",
+        ),
+        html.Div(
+            f"{when}: {utc(d.start)} – {utc(d.end)} UTC",
+            className="muted diagnosis-window",
+        ),
+        html.P(d.summary, className="summary"),
+        html.P(
+            f"TTFT p99 {fmt_value(d.ttft_p99, 's', d.ttft_p99_ge)} (SLO "
+            f"{fmt_value(d.slo_ttft_p99, 's')}) · ITL p99 "
+            f"{fmt_value(d.itl_p99, 's', d.itl_p99_ge)} (SLO {fmt_value(d.slo_itl_p99, 's')})"
+        ),
+    ]
+    if d.secondary:
+        parts.append(html.H4("Also holds"))
+        parts.append(
+            html.Ul(
+                [
+                    html.Li(
+                        [
+                            badge(str(f.cls), None if f.sub_cause is None else str(f.sub_cause)),
+                            " ",
+                            f.summary,
+                        ]
+                    )
+                    for f in d.secondary
+                ]
+            )
+        )
+    parts.append(html.H4("What to change"))
+    parts.append(hints_list(d))
+    roofline = None if d.roofline is None else d.roofline.text()
+    if roofline is not None:
+        parts.append(html.H4("Roofline"))
+        parts.append(html.P(roofline, className="roofline"))
+    notes = [n for n in d.notes if n != roofline]
+    if notes:
+        parts.append(html.Ul([html.Li(n) for n in notes], className="notes"))
+    if d.missing:
+        parts.append(html.P("Signals not on the page: " + ", ".join(d.missing), className="muted"))
+    decided = any(e.rule == str(d.cls) for e in d.evidence)
+    if decided:
+        parts.append(html.H4("Evidence"))
+        parts.append(evidence_table(d.evidence, [str(d.cls)]))
+    parts.append(
+        html.Details(
+            [
+                html.Summary("every rule's evidence" if decided else "Evidence (every rule)"),
+                evidence_table(d.evidence),
+            ],
+            className="all-evidence",
+        )
+    )
+    return html.Div(parts, className="diagnosis-card", **data_attrs(**{"class": str(d.cls)}))
+
+
+def engines_table(engines: dict[str, dict[str, float]]) -> html.Div:
+    """The latest per-engine gauges (data-parallel engines, before folding)."""
+    if not engines:
+        return html.Div(html.P("No per-engine values on the last page.", className="muted"))
+    signals = ("running", "waiting", "kv_usage")
+    rows = []
+    for engine in sorted(engines, key=lambda e: (len(e), e)):
+        g = engines[engine]
+        cells = [html.Td(engine)]
+        for s in signals:
+            v = g.get(s)
+            text = "n/a" if v is None else (f"{v:.0%}" if s == "kv_usage" else f"{v:g}")
+            cells.append(html.Td(text, className="num"))
+        rows.append(html.Tr(cells))
+    head = html.Tr([html.Th(h) for h in ("engine", "running", "waiting", "KV usage")])
+    return html.Div(
+        [
+            html.H4("Engines (last scrape)"),
+            html.Table([html.Thead(head), html.Tbody(rows)], className="engines"),
+        ]
+    )

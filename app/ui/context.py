@@ -1,0 +1,60 @@
+"""What every page gets: the data, the alerts, link building and the refresh period."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import quote, urlencode
+
+from app.ui.alertfeed import AlertFeed
+from app.ui.data import UiData
+
+
+@dataclass(frozen=True)
+class PageContext:
+    """Built once per Dash app; callbacks close over it (no module-level state)."""
+
+    data: UiData
+    alerts: AlertFeed
+    relative: Callable[[str], str]
+    refresh_ms: int = 5000
+
+    def target_href(
+        self,
+        target: str,
+        model: str | None = None,
+        *,
+        at: float | None = None,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> str:
+        """The target page, optionally at a time or over a range (the alerts' link form)."""
+        params: dict[str, str] = {}
+        if model:
+            params["model"] = model
+        if at is not None:
+            params["at"] = str(int(at))
+        if start is not None and end is not None:
+            params["from"] = str(int(start))
+            params["to"] = str(int(end))
+        path = self.relative(f"/targets/{quote(target, safe='')}")
+        return f"{path}?{urlencode(params)}" if params else path
+
+    def incident_href(
+        self,
+        target: str | None = None,
+        model: str | None = None,
+        *,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> str:
+        params: dict[str, str] = {}
+        if target:
+            params["target"] = target
+        if model:
+            params["model"] = model
+        if start is not None and end is not None:
+            params["from"] = str(int(start))
+            params["to"] = str(int(end))
+        path = self.relative("/incident")
+        return f"{path}?{urlencode(params)}" if params else path

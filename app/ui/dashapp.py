@@ -1,0 +1,117 @@
+"""``build_dash``: the Dash app (shell, routing, pages) over one :class:`UiData`.
+
+One Dash app per call — nothing at module level — so every ``create_app`` (and every
+test) gets its own. Pages are routed by hand from ``dcc.Location`` (Dash's page
+registry is process-global); each page module gives ``layout(...)`` and
+``register(app, ctx)``. Assets (Dash's bundles, Plotly.js, ``assets/style.css``) are
+served by the app itself: no CDN, so the UI works without internet.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote
+
+from dash import Dash, Input, Output, dcc, html
+
+from app.ui import ids, timerange
+from app.ui.alertfeed import AlertFeed, NoAlerts
+from app.ui.context import PageContext
+from app.ui.data import UiData
+from app.ui.pages import alerts, incident, overview, target
+
+ASSETS = Path(__file__).parent / "assets"
+PREFIX = "/ui/"
+
+
+def _shell(ctx: PageContext) -> html.Div:
+    nav = [
+        dcc.Link("Overview", href=ctx.relative("/"), className="nav-link"),
+        dcc.Link("Incident review", href=ctx.relative("/incident"), className="nav-link"),
+        dcc.Link("Alerts", href=ctx.relative("/alerts"), className="nav-link"),
+    ]
+    return html.Div(
+        [
+            dcc.Location(id=ids.URL, refresh=False),
+            html.Header(
+                [
+                    html.Span("phasewatch", className="brand"),
+                    html.Nav(nav),
+                    html.Span(ctx.data.source.label, id=ids.SOURCE_LABEL, className="source"),
+                ],
+                className="topbar",
+            ),
+            html.Main(id=ids.PAGE),
+        ]
+    )
+
+
+def route(ctx: PageContext, path: str, search: str | None) -> Any:
+    """The layout for a path relative to the UI root (``targets/x``, ``alerts``…)."""
+    q = timerange.query(search)
+    parts = [unquote(p) for p in path.strip("/").split("/") if p]
+    if not parts:
+        return overview.layout(ctx)
+    if parts[0] == "targets" and len(parts) == 2:
+        return target.layout(ctx, parts[1], q)
+    if parts == ["incident"]:
+        return incident.layout(ctx, q)
+    if parts == ["alerts"]:
+        return alerts.layout(ctx)
+    return html.Div(
+        [html.H2("Not found"), dcc.Link("back to the overview", href=ctx.relative("/"))]
+    )
+
+
+def build_dash(
+    data: UiData,
+    *,
+    alert_feed: AlertFeed | None = None,
+    prefix: str = PREFIX,
+    refresh_ms: int = 5000,
+) -> Dash:
+    """The UI for ``data``, to be served under ``prefix`` (mounted there by the caller)."""
+    app = Dash(
+        __name__,
+        requests_pathname_prefix=prefix,
+        routes_pathname_prefix="/",
+        serve_locally=True,
+        assets_folder=str(ASSETS),
+        title="phasewatch",
+        update_title="",
+        suppress_callback_exceptions=True,
+    )
+    ctx = PageContext(
+        data=data,
+        alerts=alert_feed or NoAlerts(),
+        relative=app.get_relative_path,
+        refresh_ms=refresh_ms,
+    )
+    app.layout = _shell(ctx)
+    app.validation_layout = html.Div(  # type: ignore[assignment]
+        [
+            _shell(ctx),
+            overview.layout(ctx),
+            target.view(
+                ctx, "", [], None, choice="1h", start=None, end=None, at=None, bounded=False
+            ),
+            incident.skeleton(
+                [], incident.ALL_STREAMS, choice="6h", start=None, end=None, bounded=False
+            ),
+            html.Div(incident.view({}, [], "")),
+            alerts.layout(ctx),
+        ]
+    )
+
+    @app.callback(
+        Output(ids.PAGE, "children"),
+        Input(ids.URL, "pathname"),
+        Input(ids.URL, "search"),
+    )
+    def render(pathname: str | None, search: str | None) -> Any:
+        return route(ctx, app.strip_relative_path(pathname or prefix) or "", search)
+
+    for page in (overview, target, incident, alerts):
+        page.register(app, ctx)
+    return app

@@ -1,0 +1,325 @@
+"""The UI's read side: windows → diagnoses → chart points, for any :class:`WindowSource`.
+
+Diagnoses are computed here from the windows with :func:`app.diagnose.diagnose` — the
+same pure function the evaluation job runs — rather than read from the ``diagnoses``
+table. That is one code path for the live store, a recording and a Prometheus range,
+and it works for any window length or step the page asks for. Points of windows that
+can no longer change (older than the source's ``settled`` delay) are cached per
+instance, so a live page refreshing every few seconds only computes its newest windows.
+
+**Resolution.** A range is cut into at most ``budget`` windows: the step is the
+configured one (15 s) or the next coarser of :data:`STEPS` that fits, and the window
+length is the configured one (60 s) or the step when that is longer (so windows tile
+the range and every observation lands in some window). A day at the defaults is 1,440
+windows of 60 s; spikes shorter than the window are still inside one window's p99.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
+from app.model import Quantile, Window
+from app.ui import palette
+from app.ui.source import Observed, TargetInfo, WindowSource
+
+STEPS: tuple[float, ...] = (15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
+DEFAULT_BUDGET = 2000
+_CACHE_CAP = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """One window as the charts draw it (window end ``end``, Unix seconds)."""
+
+    end: float
+    cls: str
+    sub_cause: str | None
+    ttft_p50: float | None
+    ttft_p50_ge: bool
+    ttft_p99: float | None
+    ttft_p99_ge: bool
+    itl_p50: float | None
+    itl_p50_ge: bool
+    itl_p99: float | None
+    itl_p99_ge: bool
+    running_avg: float | None
+    waiting_avg: float | None
+    waiting_max: float | None
+    kv_max: float | None
+    preemptions: float | None
+    requests: float
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """A stream's points over ``(start, end]`` at one resolution, with its SLOs."""
+
+    target: str
+    model_name: str
+    start: float
+    end: float
+    length: float
+    step: float
+    points: tuple[Point, ...]
+    slo_ttft_p99: float
+    slo_itl_p99: float
+
+
+@dataclass(frozen=True, slots=True)
+class Card:
+    """One stream on the overview."""
+
+    target: str
+    model_name: str
+    up: bool
+    error: str | None
+    point: Point | None
+    diagnosis: Diagnosis | None
+    recent: tuple[Point, ...] = ()
+    firing: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def cls(self) -> str:
+        return "insufficient_data" if self.diagnosis is None else str(self.diagnosis.cls)
+
+
+def _q(w: Window, signal: str, p: str) -> Quantile:
+    return w.quantiles.get(signal, {}).get(p) or Quantile(None)
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def point_of(w: Window, d: Diagnosis) -> Point:
+    """The chart point of a window and its diagnosis."""
+    t50, t99 = _q(w, "ttft", "p50"), _q(w, "ttft", "p99")
+    i50, i99 = _q(w, "itl", "p50"), _q(w, "itl", "p99")
+    running = w.gauges.get("running")
+    waiting = w.gauges.get("waiting")
+    kv = w.gauges.get("kv_usage")
+    return Point(
+        end=w.end,
+        cls=str(d.cls),
+        sub_cause=None if d.sub_cause is None else str(d.sub_cause),
+        ttft_p50=_finite(t50.value),
+        ttft_p50_ge=t50.ge_top_bucket,
+        ttft_p99=_finite(t99.value),
+        ttft_p99_ge=t99.ge_top_bucket,
+        itl_p50=_finite(i50.value),
+        itl_p50_ge=i50.ge_top_bucket,
+        itl_p99=_finite(i99.value),
+        itl_p99_ge=i99.ge_top_bucket,
+        running_avg=None if running is None else running.avg,
+        waiting_avg=None if waiting is None else waiting.avg,
+        waiting_max=None if waiting is None else waiting.max,
+        kv_max=None if kv is None else kv.max,
+        preemptions=w.increases.get("preemptions"),
+        requests=w.observations.get("ttft", 0.0),
+    )
+
+
+def resolution(
+    start: float, end: float, *, length: float, step: float, budget: int = DEFAULT_BUDGET
+) -> tuple[float, float]:
+    """(window length, step) for a range: at most ``budget`` windows, tiling the range."""
+    span = max(end - start, step)
+    chosen = step
+    for s in (step, *(x for x in STEPS if x > step)):
+        chosen = s
+        if span / s <= budget:
+            break
+    return math.ceil(length / chosen - 1e-9) * chosen, chosen
+
+
+class UiData:
+    """Timelines, current diagnoses and overview cards over one source (one per app)."""
+
+    def __init__(
+        self,
+        source: WindowSource,
+        config: DiagnosisConfig,
+        *,
+        length: float = 60.0,
+        step: float = 15.0,
+        budget: int = DEFAULT_BUDGET,
+    ) -> None:
+        self.source = source
+        self.config = config
+        self.length = length
+        self.step = step
+        self.budget = budget
+        # Settled windows' points; None for a window with no data at all (nothing scraped).
+        self._cache: dict[tuple[str, str, float, float], dict[float, Point | None]] = {}
+        self._cached = 0
+        self._lock = threading.Lock()
+        # One computation per (stream, resolution) at a time: a live refresh that arrives
+        # while a cold day is being computed waits for it and then reads the cache.
+        self._key_locks: dict[tuple[str, str, float, float], threading.Lock] = {}
+
+    # -- time -------------------------------------------------------------------------
+    def now(self) -> float:
+        return self.source.now()
+
+    def aligned_end(self, ts: float, step: float | None = None) -> float:
+        """The last window end on the step grid at or before ``ts``."""
+        s = step or self.step
+        return math.floor(ts / s + 1e-9) * s
+
+    def slo(self, target: str, model: str) -> tuple[float, float]:
+        slo = self.config.slo_for(target, model)
+        return slo.ttft_p99, slo.itl_p99
+
+    # -- windows ------------------------------------------------------------------------
+    def _diagnose(self, o: Observed) -> Diagnosis:
+        return diagnose(
+            o.window,
+            self.config,
+            failed_scrapes=o.failed_scrapes,
+            attempted_scrapes=o.attempted_scrapes,
+        )
+
+    def timeline(self, target: str, model: str, start: float, end: float) -> Timeline:
+        """Points of the windows ending on the grid in ``(start, end]``."""
+        length, step = resolution(
+            start, end, length=self.length, step=self.step, budget=self.budget
+        )
+        first = (math.floor(start / step) + 1) * step
+        last = self.aligned_end(end, step)
+        ttft_slo, itl_slo = self.slo(target, model)
+        points = self._points(target, model, first, last, length, step) if last >= first else []
+        return Timeline(
+            target=target,
+            model_name=model,
+            start=start,
+            end=end,
+            length=length,
+            step=step,
+            points=tuple(points),
+            slo_ttft_p99=ttft_slo,
+            slo_itl_p99=itl_slo,
+        )
+
+    def _points(
+        self, target: str, model: str, first: float, last: float, length: float, step: float
+    ) -> list[Point]:
+        key = (target, model, length, step)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            return self._points_locked(key, first, last)
+
+    def _points_locked(
+        self, key: tuple[str, str, float, float], first: float, last: float
+    ) -> list[Point]:
+        target, model, length, step = key
+        settled_until = self.source.now() - self.source.settled
+        with self._lock:
+            cached = dict(self._cache.get(key, {}))
+        n = int(round((last - first) / step)) + 1
+        ends = [first + k * step for k in range(n)]
+        todo = [e for e in ends if e not in cached]
+        fresh: dict[float, Point | None] = {}
+        # Compute the missing ends in contiguous runs (one read per run).
+        for lo, hi in _runs(todo, step):
+            for o in self.source.observe(
+                target, model, first_end=lo, end=hi, length=length, step=step
+            ):
+                empty = o.window.intervals == 0 and not o.attempted_scrapes
+                fresh[o.window.end] = None if empty else point_of(o.window, self._diagnose(o))
+        keep = {e: p for e, p in fresh.items() if e <= settled_until}
+        if keep:
+            with self._lock:
+                if self._cached + len(keep) > _CACHE_CAP:
+                    self._cache.clear()
+                    self._cached = 0
+                self._cache.setdefault(key, {}).update(keep)
+                self._cached += len(keep)
+        out = []
+        for e in ends:
+            p = cached[e] if e in cached else fresh.get(e)
+            if p is not None:
+                out.append(p)
+        return out
+
+    def diagnosis_at(
+        self, target: str, model: str, end: float, length: float | None = None
+    ) -> tuple[Window, Diagnosis] | None:
+        """The window of ``length`` (default the configured one) ending at ``end``."""
+        size = length or self.length
+        obs = self.source.observe(target, model, first_end=end, end=end, length=size, step=size)
+        if not obs:
+            return None
+        return obs[0].window, self._diagnose(obs[0])
+
+    def current(self, target: str, model: str) -> tuple[Window, Diagnosis] | None:
+        """The latest complete window of a stream."""
+        return self.diagnosis_at(target, model, self.aligned_end(self.now()))
+
+    # -- overview ---------------------------------------------------------------------------
+    def cards(self, firing: dict[tuple[str, str], list[str]] | None = None) -> list[Card]:
+        """One card per stream (a down target without streams gets one), worst first."""
+        firing = firing or {}
+        now = self.now()
+        end = self.aligned_end(now)
+        infos = {t.name: t for t in self.source.targets()}
+        streams = self.source.streams()
+        out: list[Card] = []
+        seen: set[str] = set()
+        for target, model in streams:
+            info = infos.get(target)
+            if info is None and self.source.live:
+                continue  # a stream of a target no longer configured
+            seen.add(target)
+            cur = self.current(target, model)
+            recent = self.timeline(target, model, end - 900.0, end).points
+            out.append(
+                Card(
+                    target=target,
+                    model_name=model,
+                    up=info.up if info else True,
+                    error=_error(info),
+                    point=None if cur is None else point_of(cur[0], cur[1]),
+                    diagnosis=None if cur is None else cur[1],
+                    recent=recent,
+                    firing=tuple(firing.get((target, model), []) + firing.get((target, ""), [])),
+                )
+            )
+        for name, info in infos.items():
+            if name not in seen:
+                out.append(Card(name, "", info.up, _error(info), None, None))
+        out.sort(key=_card_rank)
+        return out
+
+
+def _error(info: TargetInfo | None) -> str | None:
+    if info is None or info.up or info.last_error is None:
+        return None
+    return f"{info.last_error_kind}: {info.last_error}"
+
+
+def _card_rank(c: Card) -> tuple[int, int, int, float, str, str]:
+    ratio = 0.0
+    if c.point is not None and c.diagnosis is not None:
+        for value, slo in (
+            (c.point.ttft_p99, c.diagnosis.slo_ttft_p99),
+            (c.point.itl_p99, c.diagnosis.slo_itl_p99),
+        ):
+            if value is not None and slo > 0:
+                ratio = max(ratio, value / slo)
+    return (-len(c.firing), int(c.up), -palette.severity(c.cls), -ratio, c.target, c.model_name)
+
+
+def _runs(ends: Iterable[float], step: float) -> list[tuple[float, float]]:
+    """Group sorted grid ends into contiguous (first, last) runs."""
+    runs: list[tuple[float, float]] = []
+    for e in ends:
+        if runs and abs(e - runs[-1][1] - step) < step * 1e-6:
+            runs[-1] = (runs[-1][0], e)
+        else:
+            runs.append((e, e))
+    return runs

@@ -1,0 +1,71 @@
+"""Every component id of the UI, in one place.
+
+Plain ids are constants named after the page they live on; repeated widgets use
+pattern-matching ids built by the functions below (``{"type": ..., "index": ...}``), so
+callbacks match them with ``ALL``/``MATCH`` and read ``ctx.triggered_id``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# -- shell ---------------------------------------------------------------------------------
+URL = "url"
+PAGE = "page"
+SOURCE_LABEL = "source-label"
+
+# -- overview -----------------------------------------------------------------------------
+OVERVIEW_CARDS = "overview-cards"
+OVERVIEW_TICK = "overview-tick"
+OVERVIEW_STATUS = "overview-status"
+TARGET_CARD = "target-card"  # pattern type, index: "target\nmodel"
+
+# -- target page --------------------------------------------------------------------------
+TARGET_STREAM = "target-stream"  # dcc.Store: {"target", "model"}
+TARGET_TITLE = "target-title"
+TARGET_MODEL = "target-model"
+TARGET_RANGE = "target-range"
+TARGET_FROM = "target-from"
+TARGET_TO = "target-to"
+TARGET_CUSTOM = "target-custom"
+TARGET_LIVE = "target-live"
+TARGET_TICK = "target-tick"
+TARGET_GRAPH = "target-graph"
+TARGET_CARD = "target-card-detail"
+TARGET_ENGINES = "target-engines"
+TARGET_STATUS = "target-status"
+TARGET_INCIDENT_LINK = "target-incident-link"
+TARGET_AT = "target-at"  # dcc.Store: the window end the card shows (None = latest)
+TARGET_ZOOM = "target-zoom"  # dcc.Store: [start, end] the user zoomed to (None = whole range)
+
+# -- incident review ----------------------------------------------------------------------
+INCIDENT_STREAM = "incident-stream"
+INCIDENT_RANGE = "incident-range"
+INCIDENT_FROM = "incident-from"
+INCIDENT_TO = "incident-to"
+INCIDENT_CUSTOM = "incident-custom"
+INCIDENT_K = "incident-k"
+INCIDENT_SPIKES = "incident-spikes"
+INCIDENT_FOUND = "incident-found"  # dcc.Store: the spikes found (JSON)
+INCIDENT_STATUS = "incident-status"
+INCIDENT_VIEW = "incident-view"  # the chosen spike's view (hidden until one is chosen)
+INCIDENT_GRAPH = "incident-graph"
+INCIDENT_DETAIL = "incident-detail"
+INCIDENT_EXPORT = "incident-export"
+INCIDENT_DOWNLOAD = "incident-download"
+INCIDENT_PREVIEW = "incident-preview"
+SPIKE_ROW = "spike-row"  # pattern type, index: position in INCIDENT_FOUND
+
+# -- alerts -------------------------------------------------------------------------------
+ALERTS_TABLES = "alerts-tables"
+ALERTS_TICK = "alerts-tick"
+
+
+def target_card(target: str, model: str) -> dict[str, Any]:
+    """The pattern id of one stream's overview card."""
+    return {"type": TARGET_CARD, "index": f"{target}\n{model}"}
+
+
+def spike_row(index: int) -> dict[str, Any]:
+    """The pattern id of one row of the spike table."""
+    return {"type": SPIKE_ROW, "index": index}

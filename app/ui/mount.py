@@ -1,0 +1,159 @@
+"""Mount the UI under ``/ui`` of a FastAPI app: the live service's, or a standalone one.
+
+The Dash (Flask) app is served through ``a2wsgi``'s WSGI bridge, in the same process
+and port as the API; its callbacks run in the bridge's worker threads, off the event
+loop. The live UI reads the service that the lifespan builds (``app.state.service``)
+when a request comes, never at import.
+
+A cache warmer keeps the newest windows of the 6 h and 24 h views computed in the
+background, so opening a day of history costs a page render, not a day of windowing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from a2wsgi import WSGIMiddleware
+from fastapi import FastAPI
+from fastapi.responses import RedirectResponse
+
+from app.config import Settings
+from app.diagnose import DiagnosisConfig
+from app.service import diagnosis_config
+from app.ui.alertfeed import AlertFeed, NoAlerts, StoreAlerts
+from app.ui.dashapp import build_dash
+from app.ui.data import UiData
+from app.ui.source import StoreSource, WindowSource, live_targets
+
+log = logging.getLogger(__name__)
+
+WARM_EVERY_S = 30.0
+WARM_RANGES_S = (21600.0, 86400.0)
+WARM_MAX_STREAMS = 50
+
+
+class Warmer:
+    """Keeps the cache of the most-viewed ranges filled, in a daemon thread."""
+
+    def __init__(self, data: UiData, every: float = WARM_EVERY_S) -> None:
+        self.data = data
+        self.every = every
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def warm_once(self) -> None:
+        now = self.data.now()
+        for target, model in self.data.source.streams()[:WARM_MAX_STREAMS]:
+            for span in WARM_RANGES_S:
+                if self._stop.is_set():
+                    return
+                self.data.timeline(target, model, now - span, now)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.warm_once()
+            except Exception:  # keep warming after a bad read; the page will show the error
+                log.exception("UI cache warm-up failed")
+            self._stop.wait(self.every)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="phasewatch-ui-warm", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+
+
+def mount(
+    app: FastAPI,
+    data: UiData,
+    *,
+    alert_feed: AlertFeed | None = None,
+    warmer: Warmer | None = None,
+    path: str = "/ui",
+) -> None:
+    """Serve the Dash UI for ``data`` under ``path``; run ``warmer`` with the app."""
+    dash_app = build_dash(data, alert_feed=alert_feed, prefix=path.rstrip("/") + "/")
+    app.mount(path, WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
+
+    @app.get(path, include_in_schema=False)
+    def _slash() -> RedirectResponse:
+        return RedirectResponse(path.rstrip("/") + "/")
+
+    if warmer is None:
+        return
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(a: Any) -> AsyncIterator[Any]:
+        async with inner(a) as state:
+            warmer.start()
+            try:
+                yield state
+            finally:
+                warmer.stop()
+
+    app.router.lifespan_context = lifespan
+
+
+def mount_live(app: FastAPI, settings: Settings, *, warm: bool = True) -> UiData:
+    """The UI of the running service (its store, targets, alerts) under ``/ui``."""
+
+    def service() -> Any:
+        return app.state.service
+
+    source: WindowSource = StoreSource(
+        lambda: service().store,
+        targets=live_targets(lambda: service().collector.states),
+        settled=settings.scrape.interval + settings.scrape.timeout + 1.0,
+        label=_live_label(settings),
+    )
+    data = UiData(
+        source,
+        diagnosis_config(settings),
+        length=settings.window.length,
+        step=settings.window.step,
+    )
+    alerts: AlertFeed = StoreAlerts(lambda: service().store)
+    if not settings.alerts.enabled:
+        alerts = NoAlerts()
+    mount(app, data, alert_feed=alerts, warmer=Warmer(data) if warm else None)
+    return data
+
+
+def _live_label(settings: Settings) -> str:
+    if settings.source.kind == "prometheus":
+        return f"live from Prometheus {settings.source.url}"
+    return "live"
+
+
+def standalone(
+    source: WindowSource,
+    config: DiagnosisConfig,
+    *,
+    length: float = 60.0,
+    step: float = 15.0,
+    alert_feed: AlertFeed | None = None,
+    title: str = "phasewatch UI",
+) -> FastAPI:
+    """A FastAPI app serving only the UI (and ``/healthz``) over a fixed source."""
+    app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
+    data = UiData(source, config, length=length, step=step)
+    mount(app, data, alert_feed=alert_feed)
+
+    @app.get("/healthz", include_in_schema=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok", "source": source.label}
+
+    @app.get("/", include_in_schema=False)
+    def root() -> RedirectResponse:
+        return RedirectResponse("/ui/")
+
+    return app

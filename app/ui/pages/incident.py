@@ -1,0 +1,312 @@
+"""Incident review: find the p99 spikes in a range, open one, export its summary.
+
+URL: ``/ui/incident`` with optional ``target``, ``model`` (one stream; all streams
+otherwise) and ``from``/``to`` (Unix seconds; the last 6 hours otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
+
+from app.diagnose.records import fmt_value
+from app.ui import ids, timerange
+from app.ui.alertfeed import AlertRow
+from app.ui.components import badge, diagnosis_card
+from app.ui.context import PageContext
+from app.ui.figures import Mark, target_figure, utc
+from app.ui.markdown import incident_markdown
+from app.ui.spikes import Spike, find_spikes
+
+ALL_STREAMS = "*"
+DEFAULT_K = 3.0
+MIN_PAD_S = 300.0
+
+
+def _stream_value(target: str, model: str) -> str:
+    return json.dumps([target, model])
+
+
+def layout(ctx_: PageContext, q: dict[str, str]) -> html.Div:
+    streams = ctx_.data.source.streams()
+    chosen = ALL_STREAMS
+    if q.get("target"):
+        wanted = [(t, m) for t, m in streams if t == q["target"]]
+        if q.get("model"):
+            wanted = [(t, m) for t, m in wanted if m == q["model"]] or wanted
+        if len(wanted) == 1:
+            chosen = _stream_value(*wanted[0])
+    start = _float(q.get("from"))
+    end = _float(q.get("to"))
+    custom = start is not None and end is not None and end > start
+    bounded = ctx_.data.source.span() is not None
+    choice = timerange.CUSTOM if custom else (timerange.ALL if bounded else "6h")
+    return skeleton(streams, chosen, choice=choice, start=start, end=end, bounded=bounded)
+
+
+def skeleton(
+    streams: list[tuple[str, str]],
+    chosen: str,
+    *,
+    choice: str,
+    start: float | None,
+    end: float | None,
+    bounded: bool,
+) -> html.Div:
+    """The page's components (no data access: also the validation skeleton)."""
+    options = [{"label": "all streams", "value": ALL_STREAMS}] + [
+        {"label": f"{t} · {m}", "value": _stream_value(t, m)} for t, m in streams
+    ]
+    return html.Div(
+        [
+            html.H2("Incident review"),
+            html.Div(
+                [
+                    dcc.Dropdown(
+                        id=ids.INCIDENT_STREAM,
+                        options=options,
+                        value=chosen,
+                        clearable=False,
+                        className="stream-select",
+                    ),
+                    timerange.control(
+                        ids.INCIDENT_RANGE,
+                        ids.INCIDENT_FROM,
+                        ids.INCIDENT_TO,
+                        ids.INCIDENT_CUSTOM,
+                        value=choice,
+                        start=start,
+                        end=end,
+                        bounded=bounded,
+                    ),
+                    html.Label(
+                        [
+                            "spike: p99 over SLO or over ",
+                            dcc.Input(
+                                id=ids.INCIDENT_K,
+                                type="number",
+                                min=1.1,
+                                step=0.1,
+                                value=DEFAULT_K,
+                                debounce=True,
+                                className="k-input",
+                            ),
+                            " × the preceding baseline",
+                        ],
+                        className="k-label",
+                    ),
+                ],
+                className="controls",
+            ),
+            html.P(id=ids.INCIDENT_STATUS, className="muted status"),
+            dcc.Store(id=ids.INCIDENT_FOUND),
+            html.Div(id=ids.INCIDENT_SPIKES),
+            dcc.Download(id=ids.INCIDENT_DOWNLOAD),
+            html.Div(id=ids.INCIDENT_VIEW, className="incident-detail"),
+        ],
+        className="page-incident",
+    )
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _peak_text(s: Spike, signal: str) -> str:
+    for p in s.peaks:
+        if p.signal == signal:
+            return fmt_value(p.value, "s", p.ge)
+    return "–"
+
+
+def spike_table(spikes: list[Spike]) -> html.Table:
+    head = html.Tr(
+        [
+            html.Th(h)
+            for h in ("", "stream", "start (UTC)", "end (UTC)", "TTFT p99", "ITL p99", "class")
+        ]
+    )
+    rows = [
+        html.Tr(
+            [
+                html.Td(html.Button("open", id=ids.spike_row(i), className="spike-open")),
+                html.Td(f"{s.target} · {s.model_name}"),
+                html.Td(utc(s.start)),
+                html.Td(utc(s.end)),
+                html.Td(_peak_text(s, "ttft"), className="num"),
+                html.Td(_peak_text(s, "itl"), className="num"),
+                html.Td(badge(s.dominant)),
+            ],
+            className="spike-row",
+        )
+        for i, s in enumerate(spikes)
+    ]
+    return html.Table([html.Thead(head), html.Tbody(rows)], className="spikes")
+
+
+def _streams(ctx_: PageContext, value: str | None) -> list[tuple[str, str]]:
+    if not value or value == ALL_STREAMS:
+        return ctx_.data.source.streams()
+    target, model = json.loads(value)
+    return [(str(target), str(model))]
+
+
+def _find(ctx_: PageContext, found: dict[str, Any]) -> list[Spike]:
+    start, end = found["range"]
+    out: list[Spike] = []
+    for target, model in _streams(ctx_, found["stream"]):
+        tl = ctx_.data.timeline(target, model, start, end)
+        out += find_spikes(tl, k=found["k"])
+    out.sort(key=lambda s: (s.start, s.target, s.model_name))
+    return out
+
+
+def _alerts(ctx_: PageContext, s: Spike, start: float, end: float) -> list[AlertRow]:
+    rows = ctx_.alerts.history(start, end, target=s.target)
+    return [a for a in rows if a.model_name in (None, s.model_name)]
+
+
+def register(app: Dash, ctx_: PageContext) -> None:
+    data = ctx_.data
+
+    @app.callback(
+        Output(ids.INCIDENT_CUSTOM, "style"),
+        Input(ids.INCIDENT_RANGE, "value"),
+    )
+    def show_custom(choice: str) -> dict[str, str]:
+        return {} if choice == timerange.CUSTOM else {"display": "none"}
+
+    @app.callback(
+        Output(ids.INCIDENT_SPIKES, "children"),
+        Output(ids.INCIDENT_FOUND, "data"),
+        Output(ids.INCIDENT_STATUS, "children"),
+        Input(ids.INCIDENT_STREAM, "value"),
+        Input(ids.INCIDENT_RANGE, "value"),
+        Input(ids.INCIDENT_FROM, "value"),
+        Input(ids.INCIDENT_TO, "value"),
+        Input(ids.INCIDENT_K, "value"),
+    )
+    def find(
+        stream: str, choice: str, lo: str | None, hi: str | None, k: float | None
+    ) -> tuple[Any, Any, str]:
+        try:
+            start, end = timerange.resolve(choice, lo, hi, now=data.now(), span=data.source.span())
+        except timerange.RangeError as exc:
+            return no_update, no_update, str(exc)
+        factor = float(k) if k is not None and k > 1 else DEFAULT_K
+        found = {"stream": stream, "range": [start, end], "k": factor}
+        spikes = _find(ctx_, found)
+        status = (
+            f"{len(spikes)} spike(s) from {utc(start)} to {utc(end)} UTC "
+            f"(p99 over its SLO or over {factor:g} × the preceding baseline)"
+        )
+        if not spikes:
+            return html.P("No p99 spike in this range.", className="muted"), found, status
+        return spike_table(spikes), found, status
+
+    @app.callback(
+        Output(ids.INCIDENT_VIEW, "children"),
+        Input({"type": ids.SPIKE_ROW, "index": ALL}, "n_clicks"),
+        State(ids.INCIDENT_FOUND, "data"),
+        prevent_initial_call=True,
+    )
+    def open_spike(clicks: list[int | None], found: dict[str, Any] | None) -> Any:
+        trigger = ctx.triggered_id
+        if not found or not isinstance(trigger, dict) or not any(clicks):
+            return no_update
+        spikes = _find(ctx_, found)
+        index = int(trigger["index"])
+        if index >= len(spikes):
+            return no_update
+        s = spikes[index]
+        pad = max(MIN_PAD_S, (s.end - s.start) / 2)
+        lo, hi = s.start - pad, min(s.end + pad, max(data.now(), s.end))
+        tl = data.timeline(s.target, s.model_name, lo, hi)
+        alerts = _alerts(ctx_, s, lo, hi)
+        marks = [Mark(s.peak_at, "peak")] + [
+            Mark(a.at, f"{a.name} {a.state}") for a in alerts if a.state == "firing"
+        ]
+        fig = target_figure(tl, marks=marks, uirevision=f"incident\n{s.start}")
+        peak = data.diagnosis_at(s.target, s.model_name, s.peak_at)
+        diagnosis = None if peak is None else peak[1]
+        md = incident_markdown(s, diagnosis=diagnosis, alerts=alerts, source=data.source.label)
+        detail = [
+            html.H3(
+                [
+                    f"{s.target} · {s.model_name}: {utc(s.start)} – {utc(s.end)} UTC ",
+                    badge(s.dominant),
+                ]
+            ),
+            html.Div(
+                [
+                    dcc.Link(
+                        "open the target page here →",
+                        href=ctx_.target_href(s.target, s.model_name, start=lo, end=hi),
+                    )
+                ]
+            ),
+            html.H4("Alerts in this range"),
+            _alert_list(alerts),
+            html.H4("Diagnosis at the peak"),
+            diagnosis_card(diagnosis, latest=False)
+            if diagnosis is not None
+            else html.P("No window to diagnose.", className="muted"),
+        ]
+        return view(fig, detail, md)
+
+    @app.callback(
+        Output(ids.INCIDENT_DOWNLOAD, "data"),
+        Input(ids.INCIDENT_EXPORT, "n_clicks"),
+        State(ids.INCIDENT_PREVIEW, "children"),
+        prevent_initial_call=True,
+    )
+    def export(_n: int | None, text: str | None) -> Any:
+        if not text:
+            return no_update
+        # what dcc.send_string returns, built here to keep the callback typed
+        return {
+            "content": text,
+            "filename": "incident-summary.md",
+            "type": "text/markdown",
+            "base64": False,
+        }
+
+
+def view(figure: Any, detail: Any, markdown: str) -> list[Any]:
+    """The chosen spike: its five-metric view, the export, the details."""
+    return [
+        dcc.Graph(
+            id=ids.INCIDENT_GRAPH,
+            figure=figure,
+            config={"displaylogo": False, "responsive": True},
+            className="five-metrics",
+        ),
+        html.Div(
+            html.Button("Export Markdown summary", id=ids.INCIDENT_EXPORT),
+            className="export",
+        ),
+        html.Div(detail, id=ids.INCIDENT_DETAIL),
+        html.Details(
+            [
+                html.Summary("Markdown summary (preview)"),
+                html.Pre(markdown, id=ids.INCIDENT_PREVIEW, className="md-preview"),
+            ]
+        ),
+    ]
+
+
+def _alert_list(alerts: list[AlertRow]) -> html.Ul | html.P:
+    if not alerts:
+        return html.P("No alert changed state in this range.", className="muted")
+    return html.Ul(
+        [
+            html.Li(f"{utc(a.at)} UTC · {a.name} {a.state} · {a.severity} · {a.summary}")
+            for a in sorted(alerts, key=lambda a: a.at)
+        ],
+        className="alert-list",
+    )

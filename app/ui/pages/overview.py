@@ -1,0 +1,115 @@
+"""Overview: every target and model as a card, worst first; a click opens the target."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dash import Dash, Input, Output, dcc, html
+
+from app.diagnose.records import fmt_value
+from app.ui import ids
+from app.ui.components import badge, data_attrs, mini_band
+from app.ui.context import PageContext
+from app.ui.data import Card
+from app.ui.figures import utc
+
+RECENT_S = 900.0
+
+
+def layout(ctx: PageContext) -> html.Div:
+    return html.Div(
+        [
+            html.H2("Fleet"),
+            html.P(id=ids.OVERVIEW_STATUS, className="muted"),
+            html.Div(id=ids.OVERVIEW_CARDS, className="cards"),
+            dcc.Interval(
+                id=ids.OVERVIEW_TICK,
+                interval=ctx.refresh_ms,
+                disabled=not ctx.data.source.live,
+            ),
+        ],
+        className="page-overview",
+    )
+
+
+def _metric(name: str, value: str, *, over: bool = False) -> html.Div:
+    return html.Div(
+        [html.Span(name, className="metric-name"), html.Span(value, className="metric-value")],
+        className="metric over" if over else "metric",
+    )
+
+
+def card_view(ctx: PageContext, card: Card, *, now: float) -> dcc.Link:
+    """One stream's card, linking to its target page."""
+    body: list[Any] = [
+        html.Div(
+            [html.Span(card.target, className="card-target"), html.Span(card.model_name)],
+            className="card-title",
+        )
+    ]
+    if card.error:
+        body.append(html.Div(["down: ", card.error], className="card-error"))
+    d, p = card.diagnosis, card.point
+    if d is not None and p is not None:
+        body.append(badge(card.cls, None if d.sub_cause is None else str(d.sub_cause)))
+        body.append(
+            html.Div(
+                [
+                    _metric(
+                        "TTFT p99",
+                        fmt_value(p.ttft_p99, "s", p.ttft_p99_ge),
+                        over=p.ttft_p99 is not None and p.ttft_p99 > d.slo_ttft_p99,
+                    ),
+                    _metric(
+                        "ITL p99",
+                        fmt_value(p.itl_p99, "s", p.itl_p99_ge),
+                        over=p.itl_p99 is not None and p.itl_p99 > d.slo_itl_p99,
+                    ),
+                    _metric("waiting", fmt_value(p.waiting_avg)),
+                    _metric(
+                        "KV",
+                        fmt_value(p.kv_max, "ratio"),
+                        over=p.kv_max is not None and p.kv_max >= 0.9,
+                    ),
+                ],
+                className="metrics",
+            )
+        )
+        body.append(mini_band(card.recent, ctx.data.step, start=now - RECENT_S, end=now))
+    elif not card.error:
+        body.append(badge("insufficient_data"))
+        body.append(html.Div("no data yet", className="muted"))
+    alerts = (
+        html.Div(["firing: ", ", ".join(card.firing)], className="card-alerts firing")
+        if card.firing
+        else html.Div("no firing alerts", className="card-alerts muted")
+    )
+    body.append(alerts)
+    return dcc.Link(
+        html.Div(body, className="card", **data_attrs(**{"class": card.cls})),
+        href=ctx.target_href(card.target, card.model_name or None),
+        id=ids.target_card(card.target, card.model_name),
+        className="card-link",
+    )
+
+
+def register(app: Dash, ctx: PageContext) -> None:
+    @app.callback(
+        Output(ids.OVERVIEW_CARDS, "children"),
+        Output(ids.OVERVIEW_STATUS, "children"),
+        Input(ids.OVERVIEW_TICK, "n_intervals"),
+    )
+    def refresh(_n: int | None) -> tuple[list[dcc.Link], str]:
+        firing: dict[tuple[str, str], list[str]] = {}
+        for a in ctx.alerts.current():
+            if a.state == "firing":
+                firing.setdefault((a.target, a.model_name or ""), []).append(a.name)
+        cards = ctx.data.cards(firing)
+        now = ctx.data.now()
+        problems = sum(1 for c in cards if c.cls not in ("healthy", "idle"))
+        n_firing = sum(len(c.firing) for c in cards)
+        status = (
+            f"{len(cards)} stream(s), {problems} not healthy, {n_firing} firing alert(s) · "
+            f"{ctx.data.source.label} · as of {utc(now)} UTC"
+        )
+        return [card_view(ctx, c, now=now) for c in cards], status

@@ -1,0 +1,352 @@
+"""Target page: the five metrics with the diagnosis band, and the diagnosis card.
+
+URL: ``/ui/targets/<target>?model=<model_name>`` plus either ``at=<unix>`` (an hour
+around that time, the card on the window holding it: the alerts link here) or
+``from=<unix>&to=<unix>``. Clicking a chart picks the window the card explains.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from dash import Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
+
+from app.ui import ids, timerange
+from app.ui.components import diagnosis_card, engines_table
+from app.ui.context import PageContext
+from app.ui.figures import Mark, mark_annotations, mark_shapes, target_figure, utc
+
+AT_PAD_S = 1800.0
+
+
+def _models(ctx_: PageContext, target: str) -> list[str]:
+    return sorted(m for t, m in ctx_.data.source.streams() if t == target)
+
+
+def layout(ctx_: PageContext, target: str, q: dict[str, str]) -> html.Div:
+    models = _models(ctx_, target)
+    model = q.get("model") if q.get("model") in models else (models[0] if models else None)
+    now = ctx_.data.now()
+    at = _float(q.get("at"))
+    start, end = _float(q.get("from")), _float(q.get("to"))
+    bounded = ctx_.data.source.span() is not None
+    choice = "1h"
+    if at is not None:
+        start, end = at - AT_PAD_S, min(at + AT_PAD_S, max(now, at))
+        choice = timerange.CUSTOM
+    elif start is not None and end is not None and end > start:
+        choice = timerange.CUSTOM
+    elif bounded:
+        choice = timerange.ALL
+    return view(
+        ctx_,
+        target,
+        models,
+        model,
+        choice=choice,
+        start=start,
+        end=end,
+        at=at,
+        bounded=bounded,
+    )
+
+
+def view(
+    ctx_: PageContext,
+    target: str,
+    models: list[str],
+    model: str | None,
+    *,
+    choice: str,
+    start: float | None,
+    end: float | None,
+    at: float | None,
+    bounded: bool,
+) -> html.Div:
+    """The page's components (no data access: also the validation skeleton)."""
+    return html.Div(
+        [
+            dcc.Store(id=ids.TARGET_STREAM, data={"target": target}),
+            dcc.Store(id=ids.TARGET_AT, data=at),
+            dcc.Store(id=ids.TARGET_ZOOM, data=None),
+            html.Div(
+                [
+                    html.H2(
+                        [html.Span(target, className="page-target"), " "],
+                        id=ids.TARGET_TITLE,
+                    ),
+                    dcc.Dropdown(
+                        id=ids.TARGET_MODEL,
+                        options=[{"label": m, "value": m} for m in models],
+                        value=model,
+                        clearable=False,
+                        className="model-select",
+                    ),
+                ],
+                className="page-head",
+            ),
+            html.Div(
+                [
+                    timerange.control(
+                        ids.TARGET_RANGE,
+                        ids.TARGET_FROM,
+                        ids.TARGET_TO,
+                        ids.TARGET_CUSTOM,
+                        value=choice,
+                        start=start,
+                        end=end,
+                        bounded=bounded,
+                    ),
+                    dcc.Checklist(
+                        id=ids.TARGET_LIVE,
+                        options=[{"label": " live", "value": "live"}],
+                        value=["live"] if ctx_.data.source.live else [],
+                        inline=True,
+                        className="live-toggle",
+                    ),
+                    dcc.Link(
+                        "Review incidents in this range →",
+                        id=ids.TARGET_INCIDENT_LINK,
+                        href=ctx_.incident_href(target, model),
+                        className="incident-link",
+                    ),
+                ],
+                className="controls",
+            ),
+            html.P(id=ids.TARGET_STATUS, className="muted status"),
+            dcc.Graph(
+                id=ids.TARGET_GRAPH,
+                config={"displaylogo": False, "responsive": True},
+                className="five-metrics",
+            ),
+            html.Div(
+                [
+                    html.Div(id=ids.TARGET_CARD, className="col-main"),
+                    html.Div(id=ids.TARGET_ENGINES, className="col-side"),
+                ],
+                className="two-cols",
+            ),
+            dcc.Interval(
+                id=ids.TARGET_TICK,
+                interval=ctx_.refresh_ms,
+                disabled=not ctx_.data.source.live,
+            ),
+        ],
+        className="page-target-view",
+    )
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def clicked_time(click: dict[str, Any] | None) -> float | None:
+    """The time of a clicked point (a line's x, or the middle of a band segment)."""
+    if not click or not click.get("points"):
+        return None
+    p = click["points"][0]
+    try:
+        if "base" in p:  # a band segment: base is its start, x its end or length
+            base = timerange.parse_time(str(p["base"]))
+            x = p.get("x")
+            if base is None:
+                return None
+            if isinstance(x, int | float):
+                return base + float(x) / 2000.0
+            end = timerange.parse_time(str(x))
+            return base if end is None else (base + end) / 2
+        return timerange.parse_time(str(p.get("x")))
+    except timerange.RangeError:
+        return None
+
+
+def zoomed(relayout: dict[str, Any] | None) -> tuple[float, float] | None:
+    """The x range the user zoomed to, if any (any row: the rows share one time axis)."""
+    if not relayout:
+        return None
+    for key, value in relayout.items():
+        if not re.fullmatch(r"xaxis\d*\.range(\[0\])?", key):
+            continue
+        if key.endswith("[0]"):
+            lo, hi = value, relayout.get(key[:-3] + "[1]")
+        elif isinstance(value, list) and len(value) == 2:
+            lo, hi = value
+        else:
+            continue
+        try:
+            a, b = timerange.parse_time(_text(lo)), timerange.parse_time(_text(hi))
+        except timerange.RangeError:
+            return None
+        if a is not None and b is not None and b > a:
+            return a, b
+    return None
+
+
+def _text(value: Any) -> str | None:
+    """A relayout range end as text: a date string, or Unix milliseconds → seconds."""
+    if isinstance(value, int | float):
+        return str(value / 1000.0)
+    return None if value is None else str(value)
+
+
+def register(app: Dash, ctx_: PageContext) -> None:
+    data = ctx_.data
+    _register_zoom(app, ctx_)
+
+    @app.callback(
+        Output(ids.TARGET_CUSTOM, "style"),
+        Output(ids.TARGET_FROM, "value"),
+        Output(ids.TARGET_TO, "value"),
+        Input(ids.TARGET_RANGE, "value"),
+        State(ids.TARGET_FROM, "value"),
+        State(ids.TARGET_TO, "value"),
+        prevent_initial_call=True,
+    )
+    def show_custom(choice: str, lo: str | None, hi: str | None) -> tuple[Any, Any, Any]:
+        if choice != timerange.CUSTOM:
+            return {"display": "none"}, no_update, no_update
+        if lo and hi:
+            return {}, no_update, no_update
+        now = data.now()
+        return {}, timerange.fmt_time(now - 3600), timerange.fmt_time(now)
+
+    @app.callback(
+        Output(ids.TARGET_GRAPH, "figure"),
+        Output(ids.TARGET_CARD, "children"),
+        Output(ids.TARGET_ENGINES, "children"),
+        Output(ids.TARGET_STATUS, "children"),
+        Output(ids.TARGET_INCIDENT_LINK, "href"),
+        Output(ids.TARGET_AT, "data"),
+        Output(ids.TARGET_ZOOM, "data"),
+        Input(ids.TARGET_MODEL, "value"),
+        Input(ids.TARGET_RANGE, "value"),
+        Input(ids.TARGET_FROM, "value"),
+        Input(ids.TARGET_TO, "value"),
+        Input(ids.TARGET_TICK, "n_intervals"),
+        Input(ids.TARGET_GRAPH, "clickData"),
+        Input(ids.TARGET_LIVE, "value"),
+        State(ids.TARGET_STREAM, "data"),
+        State(ids.TARGET_AT, "data"),
+        State(ids.TARGET_ZOOM, "data"),
+    )
+    def refresh(
+        model: str | None,
+        choice: str,
+        lo: str | None,
+        hi: str | None,
+        _tick: int | None,
+        click: dict[str, Any] | None,
+        live: list[str] | None,
+        stream: dict[str, str],
+        at: float | None,
+        zoom: list[float] | None,
+    ) -> tuple[Any, ...]:
+        nothing = (no_update,) * 7
+        target = stream["target"]
+        if not model:
+            msg = html.P(f"No data from {target} yet.", className="muted")
+            return {}, msg, "", "", no_update, None, None
+        # One input changed (a user action) or several (the page's first call).
+        fired = set(ctx.triggered_prop_ids)
+        if ctx.triggered_id == ids.TARGET_TICK and not live:
+            return nothing
+        if ctx.triggered_id in (ids.TARGET_MODEL, ids.TARGET_RANGE, ids.TARGET_FROM, ids.TARGET_TO):
+            at, zoom = None, None
+        if fired == {f"{ids.TARGET_GRAPH}.clickData"}:
+            at = clicked_time(click)
+            if at is None:
+                return nothing
+            fig_patch = Patch()
+            mark = [Mark(_window_end(ctx_, at), "card")]
+            fig_patch["layout"]["shapes"] = mark_shapes(mark)
+            fig_patch["layout"]["annotations"] = mark_annotations(mark)
+            card = _card(ctx_, target, model, at)
+            return (fig_patch, card, no_update, no_update, no_update, at, no_update)
+        try:
+            start, end = timerange.resolve(choice, lo, hi, now=data.now(), span=data.source.span())
+        except timerange.RangeError as exc:
+            return no_update, no_update, no_update, str(exc), no_update, at, no_update
+        tl = data.timeline(target, model, start, end)
+        marks = [] if at is None else [Mark(_window_end(ctx_, at), "card")]
+        fig = target_figure(
+            tl,
+            marks=marks,
+            uirevision=f"{target}\n{model}\n{choice}",
+            x_range=None if zoom is None else (zoom[0], zoom[1]),
+        )
+        view = (start, end) if zoom is None else (zoom[0], zoom[1])
+        status = (
+            f"{len(tl.points)} windows of {tl.length:g} s every {tl.step:g} s · "
+            f"{utc(start)} – {utc(end)} UTC · {data.source.label}"
+        )
+        return (
+            fig,
+            _card(ctx_, target, model, at),
+            engines_table(data.source.engines(target, model)),
+            status,
+            ctx_.incident_href(target, model, start=view[0], end=view[1]),
+            at,
+            zoom,
+        )
+
+
+def _register_zoom(app: Dash, ctx_: PageContext) -> None:
+    # Its own callback: a relayout (every first render emits one) must not supersede the
+    # page's refresh, whose result Dash would then drop as stale.
+    @app.callback(
+        Output(ids.TARGET_ZOOM, "data", allow_duplicate=True),
+        Output(ids.TARGET_INCIDENT_LINK, "href", allow_duplicate=True),
+        Input(ids.TARGET_GRAPH, "relayoutData"),
+        State(ids.TARGET_ZOOM, "data"),
+        State(ids.TARGET_STREAM, "data"),
+        State(ids.TARGET_MODEL, "value"),
+        prevent_initial_call=True,
+    )
+    def zoom(
+        relayout: dict[str, Any] | None,
+        current: list[float] | None,
+        stream: dict[str, str],
+        model: str | None,
+    ) -> tuple[Any, Any]:
+        """Remember the user's zoom for the live refreshes; review the zoomed range."""
+        new = zoom_of(relayout, current)
+        if new == current:
+            return no_update, no_update
+        if new is None:
+            return None, no_update
+        return new, ctx_.incident_href(stream["target"], model, start=new[0], end=new[1])
+
+
+def zoom_of(relayout: dict[str, Any] | None, current: list[float] | None) -> list[float] | None:
+    """The zoom after a relayout event: a new x range, None after a reset, else unchanged."""
+    if not relayout:
+        return current
+    rng = zoomed(relayout)
+    if rng is not None:
+        return [rng[0], rng[1]]
+    if any(re.fullmatch(r"xaxis\d*\.autorange", k) for k in relayout):
+        return None
+    return current
+
+
+def _window_end(ctx_: PageContext, at: float) -> float:
+    step = ctx_.data.step
+    return math.ceil(at / step - 1e-9) * step
+
+
+def _card(ctx_: PageContext, target: str, model: str, at: float | None) -> Any:
+    data = ctx_.data
+    found = (
+        data.current(target, model)
+        if at is None
+        else data.diagnosis_at(target, model, _window_end(ctx_, at))
+    )
+    if found is None:
+        return html.P("No window to diagnose here.", className="muted")
+    return diagnosis_card(found[1], latest=at is None)

@@ -1,0 +1,73 @@
+"""Colours, patterns and text labels of the diagnosis classes.
+
+Colours come from the Okabe–Ito palette, which stays distinguishable under the common
+colour-vision deficiencies. Colour is never the only carrier: every class also has a
+text label (legends, cards, hover, the band's own text) and a fill pattern in the band.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.diagnose.records import DiagnosisClass
+
+
+@dataclass(frozen=True, slots=True)
+class ClassStyle:
+    """How one class is drawn: ``colour`` fill, ``text`` colour on it, ``pattern`` shape."""
+
+    label: str
+    short: str
+    colour: str
+    text: str
+    pattern: str
+    severity: int
+
+
+# Okabe–Ito: orange, sky blue, bluish green, yellow, blue, vermillion, reddish purple.
+ORANGE = "#E69F00"
+SKY = "#56B4E9"
+GREEN = "#009E73"
+YELLOW = "#F0E442"
+BLUE = "#0072B2"
+VERMILLION = "#D55E00"
+PURPLE = "#CC79A7"
+GREY = "#999999"
+BLACK = "#000000"
+
+C = DiagnosisClass
+STYLES: dict[str, ClassStyle] = {
+    C.KV_PRESSURE: ClassStyle("KV-cache pressure", "KV", VERMILLION, "#ffffff", "+", 6),
+    C.QUEUE_BOUND: ClassStyle("Queue-bound", "QUEUE", PURPLE, "#000000", "-", 5),
+    C.PREFILL_BOUND: ClassStyle("Prefill-bound", "PREFILL", ORANGE, "#000000", "/", 4),
+    C.DECODE_BOUND: ClassStyle("Decode-bound", "DECODE", BLUE, "#ffffff", "\\", 3),
+    C.INSUFFICIENT_DATA: ClassStyle("Insufficient data", "NO DATA", GREY, "#000000", "x", 2),
+    C.HEALTHY: ClassStyle("Healthy", "OK", GREEN, "#ffffff", "", 1),
+    C.IDLE: ClassStyle("Idle", "IDLE", SKY, "#000000", ".", 0),
+}
+UNKNOWN = ClassStyle("Unknown", "?", "#dddddd", "#000000", "", -1)
+
+# Line colours of the five-metric charts (also told apart by dash style and legend text).
+P50 = BLUE
+P99 = VERMILLION
+SLO = BLACK
+RUNNING = GREEN
+WAITING = PURPLE
+KV = ORANGE
+PREEMPTION = BLACK
+
+
+def style(cls: str) -> ClassStyle:
+    """The style of a class value (``"queue_bound"``); unknown values get a neutral one."""
+    return STYLES.get(cls, UNKNOWN)
+
+
+def severity(cls: str) -> int:
+    """Higher is worse: KV pressure > queue > prefill > decode > no data > healthy > idle."""
+    return style(cls).severity
+
+
+def label(cls: str, sub_cause: str | None = None) -> str:
+    """``"Decode-bound (prefill interference)"`` style text for a class and sub-cause."""
+    text = style(cls).label
+    return f"{text} ({sub_cause.replace('_', ' ')})" if sub_cause else text

@@ -1,0 +1,316 @@
+"""Where the UI's windows come from: one interface over the live store and a recording.
+
+Both are a :class:`StoreSource`: the live service's own store, or a recording folder
+replayed page by page through the collector's ``process`` step into an in-memory store —
+so a recording is judged exactly as the live service would have judged it. A
+Prometheus-backed source only has to implement :class:`WindowSource`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from app.alerts.replay import list_pages
+from app.collector import TargetState, process
+from app.config import ScrapeConfig, TargetConfig
+from app.diagnose.facts import READ_HISTOGRAMS
+from app.model import IntervalDelta, StreamSnapshot, Window
+from app.scrape.client import read_file
+from app.sources.prometheus import TargetHistory
+from app.store.sqlite import ScrapeRecord, Store
+from app.ui.cells import gauge_samples, merge_cells
+from app.windows.aggregate import windows as make_windows
+
+# The histograms the diagnosis reads (it declares them); the UI draws only TTFT and ITL.
+UI_HISTOGRAMS: tuple[str, ...] = READ_HISTOGRAMS
+
+
+@dataclass(frozen=True, slots=True)
+class TargetInfo:
+    """A target as the overview shows it."""
+
+    name: str
+    url: str
+    up: bool
+    last_error: str | None
+    last_error_kind: str | None
+    models: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    """A window and what is known about the scrapes inside it (for data quality)."""
+
+    window: Window
+    failed_scrapes: int
+    attempted_scrapes: int | None
+
+
+class WindowSource(Protocol):
+    """What the UI needs from a data source.
+
+    ``now()`` is the source's present (wall clock when live, the last page of a
+    recording); ``live`` says whether data keeps arriving; ``settled`` is how old a
+    window end must be before its window can no longer change (cacheable).
+    """
+
+    label: str
+    live: bool
+    settled: float
+
+    def now(self) -> float: ...
+
+    def span(self) -> tuple[float, float] | None: ...
+
+    def targets(self) -> list[TargetInfo]: ...
+
+    def streams(self) -> list[tuple[str, str]]: ...
+
+    def observe(
+        self, target: str, model: str, *, first_end: float, end: float, length: float, step: float
+    ) -> list[Observed]: ...
+
+    def engines(self, target: str, model: str) -> dict[str, dict[str, float]]: ...
+
+
+class _ScrapeCounts:
+    """(failed, attempted) scrapes in any ``(start, end]``, from sorted scrape records."""
+
+    def __init__(self, records: Sequence[ScrapeRecord]) -> None:
+        self.times = [r.ts for r in records]
+        self.failed = [0]
+        for r in records:
+            self.failed.append(self.failed[-1] + (0 if r.ok else 1))
+
+    def __call__(self, start: float, end: float) -> tuple[int, int | None]:
+        lo = bisect.bisect_right(self.times, start)
+        hi = bisect.bisect_right(self.times, end)
+        if hi == lo:
+            return 0, None  # no records (e.g. pruned): let the diagnosis assume none failed
+        return self.failed[hi] - self.failed[lo], hi - lo
+
+
+def grid_windows(
+    deltas: Sequence[IntervalDelta],
+    *,
+    target: str,
+    model: str,
+    first_end: float,
+    end: float,
+    length: float,
+    step: float,
+    keep: Iterable[str] | None = UI_HISTOGRAMS,
+) -> list[Window]:
+    """Windows ``(e - length, e]`` for ``e = first_end, first_end + step, ... <= end``.
+
+    Uses per-step cells when ``length`` and ``first_end`` sit on the step grid (the
+    usual case: see :mod:`app.ui.cells`); otherwise one cell per delta. Only the
+    histograms in ``keep`` are windowed (default: those the diagnosis reads).
+    """
+    on_grid = (
+        abs(length / step - round(length / step)) < 1e-9
+        and abs(first_end / step - round(first_end / step)) < 1e-9
+    )
+    parts = merge_cells(deltas, step if on_grid else None, keep=keep)
+    return make_windows(
+        parts,
+        start=first_end - length,
+        end=end,
+        length=length,
+        step=step,
+        target=target,
+        model_name=model,
+        gauge_samples=gauge_samples(deltas),
+    )
+
+
+class StoreSource:
+    """Windows read from a :class:`Store`; targets and clock supplied by the owner."""
+
+    def __init__(
+        self,
+        store: Callable[[], Store],
+        *,
+        targets: Callable[[], list[TargetInfo]],
+        clock: Callable[[], float] = time.time,
+        label: str = "live",
+        live: bool = True,
+        settled: float = 10.0,
+        span: tuple[float, float] | None = None,
+    ) -> None:
+        self._store = store
+        self._targets = targets
+        self._clock = clock
+        self._span = span
+        self.label = label
+        self.live = live
+        self.settled = settled
+
+    def now(self) -> float:
+        return self._clock()
+
+    def span(self) -> tuple[float, float] | None:
+        return self._span
+
+    def targets(self) -> list[TargetInfo]:
+        return self._targets()
+
+    def streams(self) -> list[tuple[str, str]]:
+        return self._store().streams()
+
+    def observe(
+        self, target: str, model: str, *, first_end: float, end: float, length: float, step: float
+    ) -> list[Observed]:
+        store = self._store()
+        lo = first_end - length
+        deltas = store.intervals(target, model, lo, end)
+        ws = grid_windows(
+            deltas,
+            target=target,
+            model=model,
+            first_end=first_end,
+            end=end,
+            length=length,
+            step=step,
+        )
+        counts = _ScrapeCounts(store.scrapes(target, lo, end))
+        out = []
+        for w in ws:
+            failed, attempted = counts(w.start, w.end)
+            out.append(Observed(w, failed, attempted))
+        return out
+
+    def engines(self, target: str, model: str) -> dict[str, dict[str, float]]:
+        snap = self._store().last_snapshots().get(target)
+        if snap is None:
+            return {}
+        stream = snap[1].get(model)
+        return {} if stream is None else dict(stream.engines)
+
+
+def live_targets(states: Callable[[], dict[str, TargetState]]) -> Callable[[], list[TargetInfo]]:
+    """The target list of a running collector (``service.collector.states``)."""
+
+    def targets() -> list[TargetInfo]:
+        out = []
+        for state in states().values():
+            rec = state.last_record
+            snap = state.last_ok
+            out.append(
+                TargetInfo(
+                    name=state.config.name,
+                    url=state.config.url,
+                    up=bool(rec and rec.ok),
+                    last_error=rec.error if rec and not rec.ok else None,
+                    last_error_kind=rec.error_kind if rec and not rec.ok else None,
+                    models=tuple(sorted(snap.streams)) if snap else (),
+                )
+            )
+        return out
+
+    return targets
+
+
+def _target_name(folder: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9_.:@-]", "_", folder.resolve().name)[-128:] or "recording"
+
+
+def replay_into(store: Store, folder: str | Path, target: str) -> tuple[TargetInfo, float, float]:
+    """Write a recording folder into ``store`` as target ``target``, page by page.
+
+    Every page goes through the collector's own ``process`` step (parse, normalise,
+    deltas, scrape record), so failed pages count as failed scrapes. Returns the
+    target's info and the times of the first and last page; ValueError when the
+    folder holds no ``<unix-seconds>.prom`` page.
+    """
+    path = Path(folder)
+    pages = list_pages(path)
+    if not pages:
+        raise ValueError(f"{path}: no <unix-seconds>.prom pages")
+    state = TargetState(TargetConfig(name=target, url="http://recording.invalid/metrics"))
+    cap = ScrapeConfig().max_body_bytes
+    last: dict[str, StreamSnapshot] = {}
+    for ts, page in pages:
+        outcome = process(state, read_file(page, max_bytes=cap), ts)
+        state.last_record = outcome.record
+        snaps = []
+        if outcome.snapshot is not None:
+            last = dict(outcome.snapshot.streams)
+            snaps = [(target, ts, s) for s in last.values()]
+        store.write_round([outcome.record], outcome.deltas, snaps)
+    rec = state.last_record
+    info = TargetInfo(
+        name=target,
+        url=str(path),
+        up=bool(rec and rec.ok),
+        last_error=rec.error if rec and not rec.ok else None,
+        last_error_kind=rec.error_kind if rec and not rec.ok else None,
+        models=tuple(sorted(last)),
+    )
+    return info, pages[0][0], pages[-1][0]
+
+
+def load_recording(folder: str | Path, *, target: str | None = None) -> StoreSource:
+    """A recording replayed into an in-memory store; a source whose present is its end.
+
+    The target is named after the folder unless ``target`` is given.
+    """
+    path = Path(folder)
+    store = Store(":memory:")
+    info, first, end = replay_into(store, path, target or _target_name(path))
+    return StoreSource(
+        lambda: store,
+        targets=lambda: [info],
+        clock=lambda: end,
+        label=f"recording {path}",
+        live=False,
+        settled=0.0,
+        span=(first, end),
+    )
+
+
+def load_history(
+    history: Mapping[str, TargetHistory], *, start: float, end: float, label: str
+) -> StoreSource:
+    """A range read from Prometheus (``PrometheusSource.read``) in an in-memory store.
+
+    Each target's snapshots become successful scrapes, its ``up == 0`` samples failed
+    ones, and its deltas are stored as the collector stores them: the pages then show
+    the range exactly as they show live data, its end being the source's present.
+    """
+    store = Store(":memory:")
+    infos = []
+    for name, hist in sorted(history.items()):
+        records = [ScrapeRecord(name, s.ts, True, None, None, 0.0, 0, 0) for s in hist.snapshots]
+        records += [
+            ScrapeRecord(name, ts, False, "other", "up == 0 in Prometheus", 0.0, 0, 0)
+            for ts in hist.failed
+        ]
+        last = hist.snapshots[-1] if hist.snapshots else None
+        snaps = [] if last is None else [(name, last.ts, s) for s in last.streams.values()]
+        store.write_round(sorted(records, key=lambda r: r.ts), hist.deltas, snaps)
+        infos.append(
+            TargetInfo(
+                name=name,
+                url=label,
+                up=bool(records) and max(records, key=lambda r: r.ts).ok,
+                last_error=None,
+                last_error_kind=None,
+                models=tuple(hist.models()),
+            )
+        )
+    return StoreSource(
+        lambda: store,
+        targets=lambda: infos,
+        clock=lambda: end,
+        label=label,
+        live=False,
+        settled=0.0,
+        span=(start, end),
+    )

@@ -1,0 +1,128 @@
+"""Time ranges of the pages: presets relative to the source's present, or a custom range.
+
+Custom bounds are typed as UTC (``2026-11-29 09:05`` or with seconds, or a Unix time);
+:func:`resolve` turns the control's values into ``(start, end)`` Unix seconds or says
+what is wrong with them.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs
+
+from dash import dcc, html
+
+PRESETS: dict[str, float] = {"15m": 900.0, "1h": 3600.0, "6h": 21600.0, "24h": 86400.0}
+CUSTOM = "custom"
+ALL = "all"
+_FORMATS = ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M")
+
+
+class RangeError(ValueError):
+    """A custom range that cannot be used; the message says why."""
+
+
+def parse_time(text: str | None) -> float | None:
+    """UTC ``YYYY-MM-DD HH:MM[:SS]`` (or ``T``), or Unix seconds; None when blank."""
+    if text is None or not str(text).strip():
+        return None
+    s = str(text).strip().removesuffix("Z").removesuffix(" UTC")
+    try:
+        value = float(s)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(value):
+            return value
+        raise RangeError(f"not a time: {text!r}")
+    for fmt in _FORMATS + tuple(f + ".%f" for f in _FORMATS if f.endswith("%S")):
+        try:
+            return datetime.strptime(s, fmt).replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            continue
+    raise RangeError(f"not a time: {text!r} (use YYYY-MM-DD HH:MM, UTC)")
+
+
+def fmt_time(ts: float) -> str:
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def resolve(
+    choice: str | None,
+    start_text: str | None,
+    end_text: str | None,
+    *,
+    now: float,
+    span: tuple[float, float] | None = None,
+) -> tuple[float, float]:
+    """``(start, end)`` for a preset (ending now), ``all`` (the source's span) or custom."""
+    if choice in PRESETS:
+        return now - PRESETS[choice], now
+    if choice == ALL and span is not None:
+        return span
+    start, end = parse_time(start_text), parse_time(end_text)
+    if start is None or end is None:
+        raise RangeError("give both ends of the custom range")
+    if end <= start:
+        raise RangeError("the end of the range must be after its start")
+    return start, end
+
+
+def query(search: str | None) -> dict[str, str]:
+    """The first value of each URL query parameter."""
+    return {k: v[0] for k, v in parse_qs((search or "").lstrip("?")).items() if v}
+
+
+def control(
+    range_id: str,
+    from_id: str,
+    to_id: str,
+    custom_id: str,
+    *,
+    value: str,
+    start: float | None,
+    end: float | None,
+    bounded: bool,
+) -> html.Div:
+    """Preset buttons plus the custom range inputs (shown when ``custom`` is chosen)."""
+    options: list[dict[str, Any]] = [{"label": k, "value": k} for k in PRESETS]
+    if bounded:
+        options.append({"label": "all", "value": ALL})
+    options.append({"label": "custom", "value": CUSTOM})
+    return html.Div(
+        [
+            dcc.RadioItems(
+                id=range_id,
+                options=options,
+                value=value,
+                inline=True,
+                className="range-presets",
+            ),
+            html.Div(
+                [
+                    html.Label("from (UTC) "),
+                    dcc.Input(
+                        id=from_id,
+                        type="text",
+                        debounce=True,
+                        value=None if start is None else fmt_time(start),
+                        placeholder="2026-11-29 09:00",
+                    ),
+                    html.Label(" to "),
+                    dcc.Input(
+                        id=to_id,
+                        type="text",
+                        debounce=True,
+                        value=None if end is None else fmt_time(end),
+                        placeholder="2026-11-29 10:00",
+                    ),
+                ],
+                id=custom_id,
+                className="range-custom",
+                style={} if value == CUSTOM else {"display": "none"},
+            ),
+        ],
+        className="range-control",
+    )

@@ -1,0 +1,345 @@
+"""The UI in a real browser: Debian's Chromium driven by Playwright (no browser download).
+
+Seeded data: a simulated ``incident`` recording (healthy → ×4 traffic spike → recovery)
+and a short ``healthy`` one whose model is named ``<script>alert(1)</script>``, both
+written into a temp store through the collector's own path, plus one firing and one
+resolved alert saved through the alert repository. The service runs under uvicorn on a
+free loopback port. Screenshots (and the exported Markdown) go to ``test-artifacts/ui``.
+Under CI=true a missing Chromium or Playwright fails the run; elsewhere it skips.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.alerts.history import AlertStore
+from app.alerts.state import Alert, AlertState, Transition, fingerprint
+from app.config import load_settings
+from app.diagnose import DiagnosisConfig
+from app.main import create_app
+from app.sim.record import record
+from app.store.sqlite import Store
+from app.ui import timerange
+from app.ui.mount import standalone
+from app.ui.source import load_recording, replay_into
+from tests.realbins import require_binary
+from tests.test_e2e import ServiceThread
+
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "ui"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+EVIL = "<script>alert(1)</script>"
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+TIMEOUT_MS = 30_000
+
+
+@dataclass
+class Seeded:
+    url: str
+    start: float
+    recording: Path
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    exe = require_binary("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        msg = "playwright not installed (pip install -e '.[dev]')"
+        if os.environ.get("CI") == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def _seed_alerts(store: Store, start: float) -> None:
+    labels = {
+        "alertname": "PhasewatchTTFTOverSLO",
+        "severity": "warning",
+        "target": "sim-incident",
+        "model_name": MODEL,
+    }
+    fp = fingerprint(labels)
+    notes = {"summary": "TTFT p99 over the 2 s SLO on the incident replica"}
+    fired = start + 420
+    alert = Alert(
+        fingerprint=fp,
+        rule="PhasewatchTTFTOverSLO",
+        labels=labels,
+        annotations=notes,
+        state=AlertState.FIRING,
+        active_at=start + 360,
+        last_eval=start + 800,
+        fired_at=fired,
+    )
+    kv_labels = {**labels, "alertname": "PhasewatchKVCachePressure", "severity": "critical"}
+    history = [
+        Transition(fp, "PhasewatchTTFTOverSLO", "pending", start + 360, "inactive", labels, notes),
+        Transition(fp, "PhasewatchTTFTOverSLO", "firing", fired, "pending", labels, notes),
+        Transition(
+            fingerprint(kv_labels),
+            "PhasewatchKVCachePressure",
+            "resolved",
+            start + 200,
+            "firing",
+            kv_labels,
+            {"summary": "KV pool full"},
+        ),
+    ]
+    AlertStore(store).save({fp: alert}, [], history, [], start + 800)
+
+
+@pytest.fixture(scope="module")
+def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
+    root = tmp_path_factory.mktemp("ui")
+    now = time.time()
+    start = math.floor((now - 900) / 15) * 15
+    rec = record("incident", root / "incident", duration=900, seed=11, start_unix=start)
+    evil = record(
+        "healthy",
+        root / "evil",
+        duration=120,
+        seed=2,
+        start_unix=math.floor((now - 150) / 15) * 15,
+        overrides={"engine.served_model_name": EVIL},
+    )
+    store = Store(root / "pw.db")
+    replay_into(store, rec, "sim-incident")
+    replay_into(store, evil, "evil")
+    _seed_alerts(store, start)
+    store.close()
+    settings = load_settings(
+        None,
+        {
+            "targets": [
+                {"name": "sim-incident", "url": "http://127.0.0.1:9/metrics"},
+                {"name": "evil", "url": "http://127.0.0.1:9/metrics"},
+            ],
+            "storage": {"path": str(root / "pw.db")},
+        },
+    )
+    svc = ServiceThread(create_app(settings, start_jobs=False))
+    try:
+        yield Seeded(svc.url, start, rec)
+    finally:
+        svc.close()
+
+
+class Session:
+    """A page that records dialogs and every request, and saves screenshots."""
+
+    def __init__(self, browser: Any, base: str) -> None:
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        self.base = base
+        self.requests: list[str] = []
+        self.dialogs: list[str] = []
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
+
+    def shot(self, name: str) -> None:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+    def graph_traces(self, graph_id: str) -> list[str]:
+        self.page.wait_for_function(
+            f"(() => {{ const g = document.querySelector('#{graph_id} .js-plotly-plot');"
+            " return g && g.data && g.data.length > 5; })()",
+            timeout=TIMEOUT_MS,
+        )
+        names: list[str] = self.page.evaluate(
+            f"document.querySelector('#{graph_id} .js-plotly-plot').data.map(t => t.name)"
+        )
+        return names
+
+    def close(self) -> None:
+        self.page.close()
+        foreign = [
+            u for u in self.requests if not u.startswith((self.base, "data:", "blob:", "about:"))
+        ]
+        assert not foreign, f"the UI fetched from outside the app: {foreign[:5]}"
+        assert not self.dialogs, f"a label value ran as script: {self.dialogs}"
+
+
+@pytest.fixture
+def session(browser: Any, seeded: Seeded) -> Iterator[Session]:
+    s = Session(browser, seeded.url)
+    yield s
+    s.close()
+
+
+FIVE_METRICS = {
+    "TTFT p50",
+    "TTFT p99",
+    "SLO p99 2 s",
+    "ITL p50",
+    "ITL p99",
+    "SLO p99 100 ms",
+    "running (avg)",
+    "waiting (avg)",
+    "KV usage (max)",
+    "90% (pool full)",
+}
+
+
+def test_overview_to_target_to_incident_export(session: Session, seeded: Seeded) -> None:
+    page = session.page
+    page.goto(seeded.url + "/ui/")
+    page.wait_for_selector(".card", timeout=TIMEOUT_MS)
+    cards = page.locator(".card-link")
+    texts = [cards.nth(i).inner_text() for i in range(cards.count())]
+    assert any("sim-incident" in t for t in texts)
+    assert any(EVIL in t for t in texts), "the model name must show as plain text"
+    assert not page.evaluate("[...document.scripts].some(s => s.text.includes('alert(1)'))")
+    assert page.locator(".card .badge").count() == cards.count()
+    session.shot("overview")
+
+    page.click(".card-link:has-text('sim-incident')")
+    page.wait_for_url("**/ui/targets/sim-incident**", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".diagnosis-card", timeout=TIMEOUT_MS)
+    names = session.graph_traces("target-graph")
+    assert set(names) >= FIVE_METRICS, names
+    assert {"Healthy", "Queue-bound"} <= set(names), "the diagnosis band shows both phases"
+    band_text = page.locator("#target-graph .barlayer").text_content() or ""
+    assert "Queue-bound" in band_text
+    card = page.locator(".diagnosis-card").inner_text()
+    assert "confidence" in card and "latest window" in card
+    assert "Evidence" in card and "What to change" in card
+
+    # Zooming one row (a drag on the TTFT chart) zooms all five; a live refresh keeps it.
+    box = page.locator("#target-graph .nsewdrag[data-subplot='x2y2']").bounding_box()
+    assert box is not None
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.55, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.7, y, steps=5)
+    page.mouse.move(box["x"] + box["width"] * 0.9, y, steps=5)
+    page.mouse.up()
+    page.wait_for_timeout(500)
+    ranges = page.evaluate(
+        "(() => { const l = document.querySelector('#target-graph .js-plotly-plot')._fullLayout;"
+        " return [1, 2, 3, 4, 5].map(i => l['xaxis' + (i === 1 ? '' : i)].range); })()"
+    )
+    assert len({tuple(r) for r in ranges}) == 1, ranges
+    status = page.locator("#target-status").inner_text()
+    page.wait_for_function(
+        f"document.querySelector('#target-status').innerText !== {status!r}", timeout=20_000
+    )
+    kept = page.evaluate(
+        "document.querySelector('#target-graph .js-plotly-plot')._fullLayout.xaxis.range"
+    )
+    as_ts = [timerange.parse_time(t) for t in kept + ranges[0]]
+    assert as_ts[0] == pytest.approx(as_ts[2], abs=0.01), "the live refresh must keep the zoom"
+    assert as_ts[1] == pytest.approx(as_ts[3], abs=0.01)
+    page.wait_for_function(
+        "document.querySelector('#target-incident-link').getAttribute('href').includes('from=')"
+    )
+    session.shot("target")
+
+    href = page.get_attribute("#target-incident-link", "href") or ""
+    assert "from=" in href and "to=" in href  # the zoomed range is reviewed
+    page.click("#target-incident-link")
+    page.wait_for_url("**/ui/incident**", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".spike-open", timeout=TIMEOUT_MS)
+    row = page.locator(".spike-row").first.inner_text()
+    assert "Queue-bound" in row
+    page.locator(".spike-open").first.click()
+    page.wait_for_selector("#incident-view .diagnosis-card", timeout=TIMEOUT_MS)
+    names = session.graph_traces("incident-graph")
+    assert set(names) >= FIVE_METRICS and "Queue-bound" in names
+    detail = page.locator("#incident-detail").inner_text()
+    assert "PhasewatchTTFTOverSLO firing" in detail
+    with page.expect_download() as download:
+        page.click("#incident-export")
+    md = Path(download.value.path()).read_text(encoding="utf-8")
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "incident-summary.md").write_text(md, encoding="utf-8")
+    assert md.startswith("# Incident: ")
+    for part in ("## Peaks", "TTFT p99", "## Class sequence", "Queue-bound", "### Evidence"):
+        assert part in md
+    assert "PhasewatchTTFTOverSLO" in md
+    session.shot("incident")
+
+
+def test_target_page_at_a_time_explains_that_window(session: Session, seeded: Seeded) -> None:
+    page = session.page
+    at = int(seeded.start + 480)  # inside the spike
+    page.goto(f"{seeded.url}/ui/targets/sim-incident?model={MODEL}&at={at}")
+    page.wait_for_selector(".diagnosis-card", timeout=TIMEOUT_MS)
+    session.graph_traces("target-graph")
+    card = page.locator(".diagnosis-card")
+    assert card.get_attribute("data-class") == "queue_bound"
+    text = card.inner_text()
+    assert "Queue-bound" in text and "chosen window" in text
+    hints = page.locator(".diagnosis-card .hint")
+    assert hints.count() >= 1
+    assert "why:" in hints.first.inner_text()
+    assert page.locator(".diagnosis-card .hint code").first.inner_text().strip()
+    assert page.locator(".diagnosis-card table.evidence tbody tr").count() >= 2
+    assert page.locator("#target-engines table.engines").count() == 1
+    session.shot("target-at-spike")
+
+    page.check("input[value='24h']")
+    page.wait_for_function(
+        "document.querySelector('#target-status').innerText.includes('every 60 s')",
+        timeout=TIMEOUT_MS,
+    )
+    assert "Queue-bound" in session.graph_traces("target-graph")
+    session.shot("target-24h")
+
+
+def test_alerts_page_links_each_alert_to_its_target_at_its_time(
+    session: Session, seeded: Seeded
+) -> None:
+    page = session.page
+    page.goto(seeded.url + "/ui/alerts")
+    page.wait_for_selector(".alerts-firing table", timeout=TIMEOUT_MS)
+    firing = page.locator(".alerts-firing").inner_text()
+    assert "PhasewatchTTFTOverSLO" in firing and "sim-incident" in firing
+    resolved = page.locator(".alerts-resolved").inner_text()
+    assert "PhasewatchKVCachePressure" in resolved
+    assert "Pending (0)" in page.locator(".alerts-pending").inner_text()
+    assert "Silences (0)" in page.inner_text("main")
+    session.shot("alerts")
+    link = page.locator(".alerts-firing .alert-link").first
+    assert f"at={int(seeded.start + 420)}" in (link.get_attribute("href") or "")
+    link.click()
+    page.wait_for_url("**/ui/targets/sim-incident**", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".diagnosis-card", timeout=TIMEOUT_MS)
+    assert "chosen window" in page.locator(".diagnosis-card").inner_text()
+
+
+def test_a_recording_is_shown_like_live_data(browser: Any, seeded: Seeded) -> None:
+    source = load_recording(seeded.recording, target="recorded")
+    svc = ServiceThread(standalone(source, DiagnosisConfig()))
+    s = Session(browser, svc.url)
+    try:
+        s.page.goto(f"{svc.url}/ui/targets/recorded?model={MODEL}")
+        s.page.wait_for_selector(".diagnosis-card", timeout=TIMEOUT_MS)
+        names = s.graph_traces("target-graph")
+        assert set(names) >= FIVE_METRICS and {"Healthy", "Queue-bound"} <= set(names)
+        assert "recording" in s.page.inner_text(".topbar")
+        assert s.page.locator("input[value='all']").is_checked()
+        s.shot("recording")
+    finally:
+        s.close()
+        svc.close()

@@ -1,0 +1,203 @@
+"""The UI's data layer (cells, sources, resolution, cache) and its mount under /ui."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.alerts.replay import list_pages, read_scrapes, replay
+from app.collector import TargetState, process
+from app.config import TargetConfig, load_settings
+from app.diagnose import DiagnosisConfig
+from app.main import create_app
+from app.scrape.client import read_file
+from app.sim.record import record
+from app.sources.prometheus import TargetHistory
+from app.ui.data import UiData, resolution
+from app.ui.source import Observed, StoreSource, grid_windows, load_history, load_recording
+from app.windows.aggregate import windows
+from tests.test_e2e import ServiceThread
+
+EPOCH = 1764403200.0  # divisible by 15 and 60: recordings start on the grid
+
+
+@pytest.fixture(scope="module")
+def incident_rec(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("rec")
+    return record("incident", out, duration=420, seed=5, start_unix=EPOCH)
+
+
+def test_day_of_history_is_1440_windows_of_60_s() -> None:
+    assert resolution(0, 86400, length=60, step=15) == (60, 60)
+    assert resolution(0, 3600, length=60, step=15) == (60, 15)
+    assert resolution(0, 21600, length=60, step=15) == (60, 15)
+    assert resolution(0, 7 * 86400, length=60, step=15) == (600, 600)
+
+
+@pytest.mark.parametrize(("length", "step"), [(60.0, 15.0), (60.0, 60.0), (120.0, 30.0)])
+def test_cell_windows_equal_windows_over_the_raw_deltas(
+    incident_rec: Path, length: float, step: float
+) -> None:
+    rec = read_scrapes(incident_rec)
+    ((model, deltas),) = rec.deltas.items()
+    first = EPOCH + step
+    fast = grid_windows(
+        deltas,
+        target=rec.target,
+        model=model,
+        first_end=first,
+        end=rec.end,
+        length=length,
+        step=step,
+        keep=None,
+    )
+    slow = windows(
+        deltas,
+        start=first - length,
+        end=rec.end,
+        length=length,
+        step=step,
+        target=rec.target,
+        model_name=model,
+    )
+    assert [w.end for w in fast] == [w.end for w in slow]
+    for a, b in zip(fast, slow, strict=True):
+        assert a.quantiles == b.quantiles
+        assert a.observations == b.observations
+        assert a.gauges == b.gauges
+        assert a.covered == pytest.approx(b.covered)
+        assert a.increases == pytest.approx(b.increases)
+        assert a.means == pytest.approx(b.means)
+
+
+def test_recording_source_diagnoses_like_the_replay_command(incident_rec: Path) -> None:
+    source = load_recording(incident_rec)
+    (model,) = [m for _, m in source.streams()]
+    data = UiData(source, DiagnosisConfig())
+    start, end = source.span() or (0.0, 0.0)
+    tl = data.timeline(source.targets()[0].name, model, start, end)
+    mine = {p.end: p.cls for p in tl.points}
+    replayed = replay(read_scrapes(incident_rec), [], length=60.0, step=15.0)
+    theirs = {d.end: str(d.cls) for d in replayed.diagnoses}
+    common = sorted(set(mine) & set(theirs))
+    assert len(common) >= 20
+    assert [mine[e] for e in common] == [theirs[e] for e in common]
+    assert "queue_bound" in mine.values()  # the spike of the incident scenario
+
+
+def test_a_prometheus_range_is_shown_like_the_same_recording(incident_rec: Path) -> None:
+    # The history PrometheusSource.read returns: snapshots, deltas and failed scrapes.
+    hist = TargetHistory("vllm:8000")
+    state = TargetState(TargetConfig(name="vllm:8000", url="http://x/metrics"))
+    for ts, page in list_pages(incident_rec):
+        outcome = process(state, read_file(page, max_bytes=10_000_000), ts)
+        assert outcome.snapshot is not None
+        hist.snapshots.append(outcome.snapshot)
+        hist.deltas.extend(outcome.deltas)
+    start, end = EPOCH, hist.snapshots[-1].ts
+    prom = load_history({"vllm:8000": hist}, start=start, end=end, label="Prometheus x")
+    rec = load_recording(incident_rec, target="vllm:8000")
+    (model,) = hist.models()
+    a = UiData(prom, DiagnosisConfig()).timeline("vllm:8000", model, start, end)
+    b = UiData(rec, DiagnosisConfig()).timeline("vllm:8000", model, start, end)
+    assert a.points == b.points
+    assert prom.targets()[0].models == (model,) and prom.span() == (start, end)
+
+
+class CountingSource:
+    """A source wrapper that counts reads and lets the test move the clock."""
+
+    def __init__(self, inner: StoreSource, now: float) -> None:
+        self.inner = inner
+        self.label = "test"
+        self.live = True
+        self.settled = 30.0
+        self.clock = now
+        self.reads = 0
+
+    def now(self) -> float:
+        return self.clock
+
+    def span(self) -> tuple[float, float] | None:
+        return None
+
+    def targets(self):  # type: ignore[no-untyped-def]
+        return self.inner.targets()
+
+    def streams(self) -> list[tuple[str, str]]:
+        return self.inner.streams()
+
+    def observe(self, target: str, model: str, **kw: float) -> list[Observed]:
+        self.reads += 1
+        return self.inner.observe(target, model, **kw)  # type: ignore[arg-type]
+
+    def engines(self, target: str, model: str) -> dict[str, dict[str, float]]:
+        return {}
+
+
+def test_settled_windows_are_cached_and_only_new_ones_computed(incident_rec: Path) -> None:
+    inner = load_recording(incident_rec)
+    (target, model) = inner.streams()[0]
+    src = CountingSource(inner, EPOCH + 300)
+    data = UiData(src, DiagnosisConfig())
+    first = data.timeline(target, model, EPOCH, EPOCH + 300)
+    assert src.reads == 1
+    again = data.timeline(target, model, EPOCH, EPOCH + 300)
+    assert again.points == first.points
+    # only the unsettled tail (the last 30 s) is read again, in one contiguous read
+    assert src.reads == 2
+    src.clock = EPOCH + 400
+    data.timeline(target, model, EPOCH, EPOCH + 400)
+    assert src.reads == 3
+
+
+def test_windows_without_any_data_are_gaps_not_insufficient_data(incident_rec: Path) -> None:
+    source = load_recording(incident_rec)
+    (target, model) = source.streams()[0]
+    tl = UiData(source, DiagnosisConfig()).timeline(target, model, EPOCH - 3600, EPOCH + 120)
+    # the hour before the first page has no point; the window of the first page (a scrape
+    # without a delta yet) is honestly insufficient data
+    assert tl.points and tl.points[0].end == EPOCH
+    assert tl.points[0].cls == "insufficient_data"
+    assert tl.points[-1].cls != "insufficient_data"
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[httpx.Client]:
+    settings = load_settings(
+        None,
+        {
+            "targets": [{"name": "a", "url": "http://127.0.0.1:9/metrics"}],
+            "storage": {"path": str(tmp_path / "pw.db")},
+        },
+    )
+    svc = ServiceThread(create_app(settings, start_jobs=False))
+    try:
+        with httpx.Client(base_url=svc.url, timeout=30) as c:
+            yield c
+    finally:
+        svc.close()
+
+
+def test_ui_is_mounted_under_ui_and_serves_every_asset_locally(client: httpx.Client) -> None:
+    assert client.get("/ui", follow_redirects=False).headers["location"] == "/ui/"
+    page = client.get("/ui/")
+    assert page.status_code == 200
+    refs = re.findall(r'(?:src|href)="([^"]+)"', page.text)
+    assert refs, page.text
+    assert not re.search(r"https?://", page.text), "the page must not reference a CDN"
+    for ref in refs:
+        assert ref.startswith("/ui/"), ref
+        assert client.get(ref).status_code == 200, ref
+    # Plotly.js is a lazily loaded chunk of dcc, served by the app too
+    chunk = client.get("/ui/_dash-component-suites/dash/dcc/async-graph.js")
+    assert chunk.status_code == 200
+    plotly = client.get("/ui/_dash-component-suites/plotly/package_data/plotly.min.js")
+    assert plotly.status_code == 200 and len(plotly.content) > 1_000_000
+    assert client.get("/ui/_dash-layout").status_code == 200
+    assert client.get("/ui/_dash-dependencies").status_code == 200
+    assert client.get("/api/v1/targets").status_code == 200  # the API is still there
