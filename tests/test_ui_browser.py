@@ -339,6 +339,16 @@ def test_a_recording_is_shown_like_live_data(browser: Any, seeded: Seeded) -> No
         assert set(names) >= FIVE_METRICS and {"Healthy", "Queue-bound"} <= set(names)
         assert "recording" in s.page.inner_text(".topbar")
         assert s.page.locator("input[value='all']").is_checked()
+        assert "latest window" in s.page.locator(".diagnosis-window").inner_text()
+        # A click on the band (here early, healthy) explains that window in the card.
+        band = s.page.locator("#target-graph .nsewdrag[data-subplot='xy']").bounding_box()
+        assert band is not None
+        s.page.mouse.click(band["x"] + band["width"] * 0.2, band["y"] + band["height"] / 2)
+        s.page.wait_for_function(
+            "document.querySelector('.diagnosis-window').innerText.includes('chosen window')",
+            timeout=TIMEOUT_MS,
+        )
+        assert s.page.locator(".diagnosis-card").get_attribute("data-class") == "healthy"
         s.shot("recording")
     finally:
         s.close()

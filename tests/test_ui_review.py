@@ -137,3 +137,19 @@ def test_time_ranges_resolve_presets_custom_and_errors() -> None:
     with pytest.raises(timerange.RangeError):
         timerange.resolve("custom", "yesterday", "now", now=now)
     assert timerange.query("?model=a%2Fb&at=12") == {"model": "a/b", "at": "12"}
+
+
+def test_a_click_on_a_line_or_a_band_segment_picks_a_time() -> None:
+    from app.ui.pages.target import clicked_time, zoom_of
+
+    line = {"points": [{"x": "2025-11-29 08:00:30", "y": 1.0, "curveNumber": 4}]}
+    assert clicked_time(line) == T0 + 30
+    band = {"points": [{"x": "2025-11-29 08:02:00", "base": T0 * 1000, "y": "class"}]}
+    assert clicked_time(band) == T0 + 60
+    assert clicked_time({"points": []}) is None
+    zoom = zoom_of(
+        {"xaxis2.range[0]": "2025-11-29 08:00:00", "xaxis2.range[1]": "2025-11-29 08:10:00"}, None
+    )
+    assert zoom == [T0, T0 + 600]
+    assert zoom_of({"autosize": True}, zoom) == zoom
+    assert zoom_of({"xaxis.autorange": True}, zoom) is None

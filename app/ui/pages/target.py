@@ -147,23 +147,24 @@ def _float(text: str | None) -> float | None:
 
 
 def clicked_time(click: dict[str, Any] | None) -> float | None:
-    """The time of a clicked point (a line's x, or the middle of a band segment)."""
+    """The time of a clicked point: a line's x, or the middle of a band segment.
+
+    Plotly reports a band segment's ``base`` (its start) in Unix milliseconds and its
+    ``x`` (its end) as a date string.
+    """
     if not click or not click.get("points"):
         return None
     p = click["points"][0]
     try:
-        if "base" in p:  # a band segment: base is its start, x its end or length
-            base = timerange.parse_time(str(p["base"]))
-            x = p.get("x")
-            if base is None:
-                return None
-            if isinstance(x, int | float):
-                return base + float(x) / 2000.0
-            end = timerange.parse_time(str(x))
-            return base if end is None else (base + end) / 2
-        return timerange.parse_time(str(p.get("x")))
+        end = timerange.parse_time(_text(p.get("x")))
+        if "base" not in p:
+            return end
+        start = timerange.parse_time(_text(p["base"]))
     except timerange.RangeError:
         return None
+    if start is None or end is None:
+        return end
+    return (start + end) / 2
 
 
 def zoomed(relayout: dict[str, Any] | None) -> tuple[float, float] | None:
