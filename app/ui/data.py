@@ -29,6 +29,9 @@ from app.ui.source import Observed, TargetInfo, WindowSource
 STEPS: tuple[float, ...] = (15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 DEFAULT_BUDGET = 2000
 _CACHE_CAP = 200_000
+# Cached points older than this before the newest one of their stream are dropped: the
+# pages look back at most a day by preset (a custom range further back is recomputed).
+_CACHE_KEEP_S = 2 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,8 +240,14 @@ class UiData:
                 if self._cached + len(keep) > _CACHE_CAP:
                     self._cache.clear()
                     self._cached = 0
-                self._cache.setdefault(key, {}).update(keep)
+                points = self._cache.setdefault(key, {})
+                points.update(keep)
                 self._cached += len(keep)
+                horizon = max(keep) - _CACHE_KEEP_S
+                if min(points) < horizon:
+                    for e in [e for e in points if e < horizon]:
+                        del points[e]
+                        self._cached -= 1
         out = []
         for e in ends:
             p = cached[e] if e in cached else fresh.get(e)
