@@ -13,7 +13,8 @@ import httpx
 import pytest
 
 from app.sim.exposition import CONTENT_TYPE
-from app.sim.server import SimHTTPServer, start_server
+from app.sim.scenario import load
+from app.sim.server import Fleet, SimHTTPServer, start_server
 
 
 @pytest.fixture
@@ -81,3 +82,39 @@ def test_cli_prints_the_port_it_listens_on() -> None:
         proc.wait(timeout=10)
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+def test_replicas_sharing_an_engine_show_its_values_under_their_own_model_name() -> None:
+    clock = [1000.0]
+    fleet = Fleet(
+        load("healthy"), replicas=4, engines=2, model_per_replica=True, clock=lambda: clock[0]
+    )
+    clock[0] += 30.0
+    pages = [fleet.page(i).decode() for i in range(4)]
+    served = load("healthy").base.served_model_name
+    for i, page in enumerate(pages):
+        assert f'model_name="{served}-{i}"' in page
+        assert f'model_name="{served}-{(i + 1) % 4}"' not in page
+    # replicas 0 and 2 share engine 0: the same page but for the model name
+    assert pages[0].replace(f"{served}-0", "m") == pages[2].replace(f"{served}-2", "m")
+    assert pages[0].replace(f"{served}-0", "m") != pages[1].replace(f"{served}-1", "m")
+    assert fleet.truth(0) == fleet.truth(2)
+
+
+def test_one_engine_per_replica_by_default_and_engines_bounded() -> None:
+    fleet = Fleet(load("healthy"), replicas=3)
+    assert fleet.engines == 3
+    with pytest.raises(ValueError):
+        Fleet(load("healthy"), replicas=3, engines=4)
+
+
+def test_a_scraper_reuses_its_connection(fleet: tuple[SimHTTPServer, str]) -> None:
+    _, url = fleet
+    ports = set()
+    with httpx.Client() as client:
+        for _ in range(3):
+            r = client.get(f"{url}/replica/0/metrics")
+            assert r.status_code == 200 and r.http_version == "HTTP/1.1"
+            stream = r.extensions["network_stream"]
+            ports.add(stream.get_extra_info("client_addr")[1])
+    assert len(ports) == 1

@@ -37,6 +37,17 @@ def register(sub: Any) -> None:
         "--replicas", type=int, default=1, help="replicas served as /replica/{i}/metrics"
     )
     p.add_argument(
+        "--engines",
+        type=int,
+        metavar="K",
+        help="simulate K engines; replica i shows engine i mod K (default: one per replica)",
+    )
+    p.add_argument(
+        "--model-per-replica",
+        action="store_true",
+        help="name the model {served name}-{i} on replica i (distinct label values per page)",
+    )
+    p.add_argument(
         "--vllm-version",
         choices=VERSIONS,
         default="0.33",
@@ -171,6 +182,8 @@ def _serve(args: argparse.Namespace, sc: Any) -> int:
         return _fail(f"--port must be in 0..65535, got {args.port}")
     if args.speed <= 0:
         return _fail(f"--speed must be positive, got {args.speed}")
+    if args.engines is not None and not 1 <= args.engines <= args.replicas:
+        return _fail(f"--engines must be in 1..{args.replicas}, got {args.engines}")
     try:
         server, thread, url = start_server(
             sc,
@@ -180,6 +193,8 @@ def _serve(args: argparse.Namespace, sc: Any) -> int:
             version=args.vllm_version,
             host=args.host,
             speed=args.speed,
+            engines=args.engines,
+            model_per_replica=args.model_per_replica,
         )
     except OSError as exc:
         return _fail(f"cannot listen on {args.host}:{args.port}: {exc}")

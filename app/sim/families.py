@@ -333,7 +333,8 @@ def cache_labels(replica: Replica) -> dict[str, str]:
     return labels
 
 
-def replica_families(replica: Replica) -> list[Family]:
+def replica_families(replica: Replica, model_name: str | None = None) -> list[Family]:
+    """The families of ``replica``'s page; ``model_name`` replaces its served name."""
     src = Source(
         replica.metrics,
         running=lambda: float(replica.num_running),
@@ -341,4 +342,4 @@ def replica_families(replica: Replica) -> list[Family]:
         kv_usage=lambda: replica.kv_usage,
         cache_labels=cache_labels(replica),
     )
-    return families(src, replica.version, replica.config.served_model_name)
+    return families(src, replica.version, model_name or replica.config.served_model_name)

@@ -1,8 +1,12 @@
 """Serve live ``/metrics`` for one or many simulated replicas.
 
-Each replica advances lazily: a request for its page runs its engine up to the current
-sim time (``(now - start) * speed``) and renders it, so idle or rarely fetched replicas
-cost nothing between fetches. Routes::
+Each engine advances lazily: a request for a page runs its engine up to the current sim
+time (``(now - start) * speed``) and renders it, so idle or rarely fetched replicas cost
+nothing between fetches. A large fleet can share engines (``engines=K``: replica ``i``
+shows engine ``i mod K``), which makes a thousand replicas cost K engines plus the page
+renders, and can give every replica its own ``model_name`` (``model_per_replica``) so
+that no two replicas' series texts are the same, as with a fleet of distinct models.
+Connections are kept alive (HTTP/1.1), as vLLM's server does. Routes::
 
     /metrics                   replica 0 (only when there is one replica)
     /replica/{i}/metrics       replica i
@@ -14,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import threading
 import time
 from collections import deque
@@ -22,7 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from app.sim.engine import Replica
-from app.sim.exposition import CONTENT_TYPE, TextWriter, replica_families
+from app.sim.exposition import CONTENT_TYPE, TextWriter
+from app.sim.families import replica_families
 from app.sim.scenario import Scenario, load
 from app.sim.truth import Account, Verdict, row
 
@@ -30,8 +36,8 @@ _ROUTE = re.compile(r"^/replica/(\d+)/(metrics|truth)$")
 TRUTH_KEEP = 720
 
 
-class _Slot:
-    """One replica with its renderer, its lock and its recent truth rows."""
+class _Engine:
+    """One simulated engine with its lock and its recent truth rows."""
 
     def __init__(self, sim: Fleet, index: int) -> None:
         self.lock = threading.Lock()
@@ -44,11 +50,28 @@ class _Slot:
         self.replica = Replica(
             sim.scenario, seed=sim.seed + 7919 * index, version=sim.version, on_interval=keep
         )
-        self.writer = TextWriter(replica_families(self.replica), created_ts=epoch)
+
+
+class _Slot:
+    """One replica: the engine it shows and its page renderer."""
+
+    def __init__(self, sim: Fleet, index: int, engine: _Engine) -> None:
+        self.engine = engine
+        model_name = None
+        if sim.model_per_replica:
+            model_name = f"{engine.replica.config.served_model_name}-{index}"
+        fams = replica_families(engine.replica, model_name=model_name)
+        self.writer = TextWriter(fams, created_ts=sim.start_unix)
 
 
 class Fleet:
-    """N replicas of one scenario sharing a start time; thread-safe."""
+    """N replicas of one scenario sharing a start time; thread-safe.
+
+    ``engines`` (default: one per replica) simulated engines drive the replicas: replica
+    ``i`` shows engine ``i mod engines`` (seed ``seed + 7919 * (i mod engines)``), so
+    replicas that share an engine show the same values. ``model_per_replica`` names the
+    model ``{served_model_name}-{i}`` on replica ``i``'s page.
+    """
 
     def __init__(
         self,
@@ -58,18 +81,26 @@ class Fleet:
         version: str = "0.33",
         speed: float = 1.0,
         clock: Callable[[], float] = time.time,
+        *,
+        engines: int | None = None,
+        model_per_replica: bool = False,
     ) -> None:
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
         if speed <= 0:
             raise ValueError("speed must be positive")
+        if engines is not None and not 1 <= engines <= replicas:
+            raise ValueError("engines must be between 1 and the number of replicas")
         self.scenario = scenario
         self.n = replicas
+        self.engines = replicas if engines is None else engines
+        self.model_per_replica = model_per_replica
         self.seed = seed
         self.version = version
         self.speed = speed
         self.clock = clock
         self.start_unix = clock()
+        self._engines: dict[int, _Engine] = {}
         self._slots: dict[int, _Slot] = {}
         self._lock = threading.Lock()
 
@@ -77,7 +108,11 @@ class Fleet:
         with self._lock:
             slot = self._slots.get(i)
             if slot is None:
-                slot = self._slots[i] = _Slot(self, i)
+                k = i % self.engines
+                engine = self._engines.get(k)
+                if engine is None:
+                    engine = self._engines[k] = _Engine(self, k)
+                slot = self._slots[i] = _Slot(self, i, engine)
             return slot
 
     def sim_time(self) -> float:
@@ -86,19 +121,22 @@ class Fleet:
     def page(self, i: int) -> bytes:
         """The current ``/metrics`` page of replica ``i``."""
         slot = self._slot(i)
-        with slot.lock:
-            slot.replica.advance_to(self.sim_time())
+        with slot.engine.lock:
+            slot.engine.replica.advance_to(self.sim_time())
             return slot.writer.render()
 
     def truth(self, i: int) -> list[dict[str, Any]]:
-        slot = self._slot(i)
-        with slot.lock:
-            slot.replica.advance_to(self.sim_time())
-            return list(slot.truth)
+        """The truth rows of replica ``i``'s engine (the last hour)."""
+        engine = self._slot(i).engine
+        with engine.lock:
+            engine.replica.advance_to(self.sim_time())
+            return list(engine.truth)
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: SimHTTPServer
+    # Keep-alive, as vLLM's uvicorn does: a scraper reuses its connections.
+    protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         fleet = self.server.fleet
@@ -137,6 +175,12 @@ class SimHTTPServer(ThreadingHTTPServer):
         super().__init__(address, _Handler)
         self.fleet = fleet
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a client hangs up (a scraper that timed out); report the rest."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
 
 def start_server(
     scenario: str | Scenario,
@@ -148,13 +192,24 @@ def start_server(
     host: str = "127.0.0.1",
     overrides: Mapping[str, Any] | None = None,
     speed: float = 1.0,
+    engines: int | None = None,
+    model_per_replica: bool = False,
 ) -> tuple[SimHTTPServer, threading.Thread, str]:
     """Serve in a background thread; returns (server, thread, base URL).
 
-    Stop with ``server.shutdown(); server.server_close()``.
+    ``engines`` and ``model_per_replica`` as in :class:`Fleet`. Stop with
+    ``server.shutdown(); server.server_close()``.
     """
     sc = scenario if isinstance(scenario, Scenario) else load(scenario, dict(overrides or {}))
-    fleet = Fleet(sc, replicas=replicas, seed=seed, version=version, speed=speed)
+    fleet = Fleet(
+        sc,
+        replicas=replicas,
+        seed=seed,
+        version=version,
+        speed=speed,
+        engines=engines,
+        model_per_replica=model_per_replica,
+    )
     server = SimHTTPServer((host, port), fleet)
     thread = threading.Thread(target=server.serve_forever, name="phasewatch-sim", daemon=True)
     thread.start()
