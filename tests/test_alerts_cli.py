@@ -23,7 +23,7 @@ def test_replay_json_lists_the_alert_transitions(
 ) -> None:
     assert main(["replay", str(kv_recording), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["diagnoses"] and out["target"] == "kv"
+    assert out["windows"] and out["target"] == "kv"
     states = {(a["alertname"], a["state"]) for a in out["alerts"]}
     assert ("PhasewatchKVCachePressure", "firing") in states
     for a in out["alerts"]:

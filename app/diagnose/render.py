@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from app.diagnose.records import Diagnosis, Evidence, fmt_value
+from app.diagnose.records import Diagnosis, DiagnosisClass, Evidence, fmt_value
+
+_HEADLINE = ("ttft_p99", "itl_p99", "kv_usage_max", "preemptions", "waiting_avg")
 
 
 def _when(ts: float) -> str:
@@ -16,8 +18,12 @@ def _evidence_lines(evidence: Sequence[Evidence], rule: str) -> list[str]:
     return [f"    {e.text()}" for e in evidence if e.rule == rule]
 
 
-def render(d: Diagnosis, *, verbose: bool = True) -> str:
-    """Class, summary, evidence for the deciding rule (all rules when verbose), hints."""
+def render(d: Diagnosis, *, verbose: bool = False) -> str:
+    """Class, summary, evidence and hints.
+
+    Evidence: of the primary class, of the secondary findings, and of data quality when
+    it failed; every rule's with ``verbose``.
+    """
     lines = [
         f"{d.model_name} @ {d.target}  [{_when(d.start)} – {_when(d.end)} UTC]",
         f"  class: {d.label}  (confidence {d.confidence:.2f})",
@@ -33,8 +39,15 @@ def render(d: Diagnosis, *, verbose: bool = True) -> str:
             for f in d.secondary
         ]
     lines.append("  evidence:")
+    if d.cls is DiagnosisClass.HEALTHY and not verbose:
+        # Nothing fired: the headline comparisons, each once.
+        firsts = {e.signal: e for e in reversed(d.evidence) if e.signal in _HEADLINE}
+        lines += [f"    {firsts[s].text()}" for s in _HEADLINE if s in firsts]
     rules = list(dict.fromkeys(e.rule for e in d.evidence))
-    shown = rules if verbose else [r for r in rules if r == d.cls.value]
+    wanted = {d.cls.value, *(f.cls.value for f in d.secondary)}
+    if any(e.rule == "insufficient_data" and e.holds is False for e in d.evidence):
+        wanted.add("insufficient_data")
+    shown = rules if verbose else [r for r in rules if r in wanted]
     for rule in shown:
         lines.append(f"   [{rule}]")
         lines += _evidence_lines(d.evidence, rule)

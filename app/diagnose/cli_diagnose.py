@@ -1,0 +1,203 @@
+"""``phasewatch diagnose URL`` (one-shot triage) and ``phasewatch replay DIR`` (a timeline).
+
+Both take the SLOs (``--slo-ttft-p99``, ``--slo-itl-p99``, or a ``--config`` file's
+``slo`` section with its per-target/model overrides) and, optionally, a GPU and a model
+for the decode roofline (``--gpu`` preset or ``--bandwidth-gbs``; ``--weight-bytes``,
+``--params`` with ``--dtype``, or ``--model-config config.json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from app.config import ConfigError, load_settings
+from app.diagnose.config import DEFAULT_CONFIG, DiagnosisConfig, SloOverride
+from app.diagnose.records import PROBLEM_CLASSES, Diagnosis
+from app.diagnose.render import render
+from app.diagnose.replay import diagnose_observed, diagnose_scrapes, observe, read_scrapes
+from app.diagnose.roofline import DEVICE_BANDWIDTH_GBS, Hardware
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--slo-ttft-p99", type=float, metavar="S", help="TTFT p99 SLO, s (default 2)")
+    p.add_argument("--slo-itl-p99", type=float, metavar="S", help="ITL p99 SLO, s (default 0.1)")
+    p.add_argument("--config", metavar="FILE", help="YAML configuration (its slo section)")
+    g = p.add_argument_group("roofline (optional): a GPU and a model")
+    g.add_argument("--gpu", choices=sorted(DEVICE_BANDWIDTH_GBS), help="device preset")
+    g.add_argument("--bandwidth-gbs", type=float, help="memory bandwidth, GB/s")
+    g.add_argument("--weight-bytes", type=float, help="bytes of weights read per decode step")
+    g.add_argument("--params", type=float, help="parameter count (e.g. 8e9)")
+    g.add_argument("--dtype", help="weight dtype for --params/--model-config (default 16 bit)")
+    g.add_argument("--model-config", type=Path, metavar="JSON", help="the model's config.json")
+
+
+def register(sub: Any) -> None:
+    d: argparse.ArgumentParser = sub.add_parser(
+        "diagnose",
+        help="scrape a vLLM /metrics URL for a while and say why it is slow",
+        description="One-shot triage: scrape URL every --interval seconds for --duration "
+        "seconds, then print each stream's diagnosis, its evidence and what to change.",
+    )
+    d.add_argument("url", metavar="URL", help="a vLLM /metrics URL")
+    d.add_argument("--duration", type=float, default=60.0, help="seconds to watch (default 60)")
+    d.add_argument("--interval", type=float, default=5.0, help="seconds between scrapes")
+    d.add_argument("--timeout", type=float, default=4.0, help="per-scrape timeout, s")
+    d.add_argument("--quiet", action="store_true", help="no progress dots on stderr")
+    d.add_argument("--verbose", action="store_true", help="the evidence of every rule")
+    _common(d)
+    d.set_defaults(func=run_diagnose)
+
+    r: argparse.ArgumentParser = sub.add_parser(
+        "replay",
+        help="diagnose a recording folder window by window (and the alerts it would fire)",
+        description="A folder of <unix-seconds>.prom pages → the diagnosis timeline.",
+    )
+    r.add_argument("dir", metavar="DIR", help="folder of <unix-seconds>.prom pages")
+    r.add_argument("--window", type=float, default=60.0, help="window length, s (default 60)")
+    r.add_argument("--step", type=float, default=15.0, help="step between windows, s")
+    r.add_argument("--target", help="target name (default: the folder's name)")
+    r.add_argument("--verbose", action="store_true", help="evidence and hints of every window")
+    _common(r)
+    r.set_defaults(func=run_replay)
+
+
+def config_from(args: argparse.Namespace) -> DiagnosisConfig:
+    """SLOs (flags over the config file over the defaults) and the optional roofline."""
+    config = DEFAULT_CONFIG
+    if args.config:
+        settings = load_settings(args.config)
+        overrides = []
+        for key, v in settings.slo.overrides.items():  # a key names a target or a model
+            overrides.append(SloOverride(target=key, ttft_p99=v.ttft_p99, itl_p99=v.itl_p99))
+            overrides.append(SloOverride(model_name=key, ttft_p99=v.ttft_p99, itl_p99=v.itl_p99))
+        config = dataclasses.replace(
+            config,
+            slo_ttft_p99=settings.slo.ttft_p99,
+            slo_itl_p99=settings.slo.itl_p99,
+            slo_overrides=tuple(overrides),
+        )
+    if args.slo_ttft_p99 is not None:
+        config = dataclasses.replace(config, slo_ttft_p99=args.slo_ttft_p99)
+    if args.slo_itl_p99 is not None:
+        config = dataclasses.replace(config, slo_itl_p99=args.slo_itl_p99)
+    model = json.loads(args.model_config.read_text()) if args.model_config else None
+    hardware = Hardware.resolve(
+        device=args.gpu,
+        bandwidth_gbs=args.bandwidth_gbs,
+        weight_bytes=args.weight_bytes,
+        params=args.params,
+        dtype=args.dtype,
+        config=model,
+    )
+    return dataclasses.replace(config, hardware=hardware)
+
+
+def _fail(message: object) -> int:
+    print(f"phasewatch: {message}", file=sys.stderr)
+    return 2
+
+
+def run_diagnose(args: argparse.Namespace) -> int:
+    try:
+        config = config_from(args)
+    except (ConfigError, OSError, ValueError) as exc:
+        return _fail(exc)
+
+    def progress(elapsed: float, ok: bool) -> None:
+        if not args.quiet and not args.json:
+            print("." if ok else "x", end="", file=sys.stderr, flush=True)
+
+    scrapes = asyncio.run(
+        observe(
+            args.url,
+            duration=args.duration,
+            interval=args.interval,
+            timeout=args.timeout,
+            on_scrape=progress,
+        )
+    )
+    if not args.quiet and not args.json:
+        print(file=sys.stderr)
+    diagnoses = diagnose_observed(scrapes, config)
+    ok = sum(1 for _, s in scrapes.statuses if s.ok)
+    if args.json:
+        out = {
+            "url": args.url,
+            "start": scrapes.start,
+            "end": scrapes.end,
+            "scrapes": len(scrapes.statuses),
+            "failed_scrapes": len(scrapes.statuses) - ok,
+            "diagnoses": [d.to_dict() for d in diagnoses],
+        }
+        print(json.dumps(out, indent=2))
+    else:
+        span = scrapes.end - scrapes.start
+        print(f"{args.url}: {len(scrapes.statuses)} scrapes ({ok} ok) over {span:.0f} s")
+        for d in diagnoses:
+            print()
+            print(render(d, verbose=args.verbose))
+    return 0 if ok else 1
+
+
+def _ts(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    try:
+        config = config_from(args)
+        scrapes = read_scrapes(Path(args.dir), args.target)
+        diagnoses = diagnose_scrapes(scrapes, length=args.window, step=args.step, config=config)
+    except (ConfigError, OSError, ValueError) as exc:
+        return _fail(exc)
+    if args.json:
+        out = {
+            "dir": str(args.dir),
+            "target": scrapes.target,
+            "start": scrapes.start,
+            "end": scrapes.end,
+            "window": args.window,
+            "step": args.step,
+            "slo": {"ttft_p99": config.slo_ttft_p99, "itl_p99": config.slo_itl_p99},
+            "windows": [d.to_dict() for d in diagnoses],
+        }
+        print(json.dumps(out, indent=2))
+        return 0
+    for d in diagnoses:
+        ttft = "n/a" if d.ttft_p99 is None else f"{'≥' if d.ttft_p99_ge else ''}{d.ttft_p99:.2f}s"
+        itl = (
+            "n/a" if d.itl_p99 is None else f"{'≥' if d.itl_p99_ge else ''}{d.itl_p99 * 1000:.0f}ms"
+        )
+        print(
+            f"{_ts(d.end)}  {d.model_name:<24.24}  {d.label:<34} {d.confidence:4.2f}  "
+            f"TTFT p99 {ttft:>8}  ITL p99 {itl:>7}"
+        )
+        if args.verbose:
+            print(render(d, verbose=True))
+    _print_hints(diagnoses)
+    return 0
+
+
+def _print_hints(diagnoses: list[Diagnosis]) -> None:
+    """Once per problem seen: how often, its latest summary and its top hints."""
+    seen = Counter(d.label for d in diagnoses if d.cls in PROBLEM_CLASSES)
+    if not seen:
+        print("\nno problem class in any window")
+        return
+    for label, count in seen.most_common():
+        last = next(d for d in reversed(diagnoses) if d.label == label)
+        print(
+            f"\n{label}: {count} of {len(diagnoses)} windows — e.g. {_ts(last.end)}: {last.summary}"
+        )
+        for i, h in enumerate(last.hints[:3], 1):
+            print(f"  {i}. {h.title}: {h.action}")
+            print(f"     why: {h.why}")

@@ -1,0 +1,336 @@
+"""Evaluate the diagnosis against the simulator's ground truth.
+
+For every shipped scenario × seeds × variations (device preset, model size, request
+rate, vLLM 0.6 metric names, and a low-traffic lead-in that makes a phase onset), record
+a run with the simulator's Python API into a temporary folder, replay it exactly as
+``phasewatch replay`` does (60 s windows every 15 s, the default ``DiagnosisConfig`` for
+every run), and compare each window with the truth.
+
+**A window's truth** is the simulator's own rule applied to the sum of the per-interval
+accounts (``truth.jsonl`` rows) inside the window — ``app.sim.truth.window_truth`` — so
+"TTFT p99 over SLO" means "more than 1 % of the window's requests over the SLO", the
+same statement the window's histogram p99 makes. Windows that straddle a phase change
+(rows of two phases) are left out of the accuracy but used for the detection delay.
+
+**Detection delay**: for each phase onset whose phase (judged by the truth of the
+windows wholly inside it) has a problem class different from the phase before, the
+number of window steps from the first window ending after the onset to the first
+window diagnosed with that class. Returns to healthy are reported apart (recovery).
+
+**Healthy false alerts**: of the windows whose truth is healthy, the share given a
+problem class (kv_pressure, queue_bound, prefill_bound, decode_bound) — in the runs of
+the ``healthy`` scenario (every variation), and in all runs.
+
+Prints ``name: value`` lines; the last is the headline. ``--quick`` runs fewer variations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from app.diagnose.records import PROBLEM_CLASSES  # noqa: E402
+from app.diagnose.replay import diagnose_recording  # noqa: E402
+from app.sim.record import record  # noqa: E402
+from app.sim.scenario import available, from_tree, read_tree  # noqa: E402
+from app.sim.truth import window_truth  # noqa: E402
+
+CLASSES = (
+    "healthy",
+    "idle",
+    "insufficient_data",
+    "prefill_bound",
+    "decode_bound",
+    "queue_bound",
+    "kv_pressure",
+)
+PROBLEMS = {str(c) for c in PROBLEM_CLASSES}
+WINDOW, STEP = 60.0, 15.0
+DURATION = 600.0  # when a scenario gives none
+LEAD_IN_S = 180.0
+_RS = ("rs_slot", "rs_kv", "rs_prefill", "rs_decode", "ttft_over", "ttft_ok", "itl_over", "itl_n")
+
+
+@dataclass(frozen=True)
+class Run:
+    scenario: str
+    seed: int
+    variation: str
+    overrides: tuple[tuple[str, Any], ...] = ()
+    lead_in: bool = False
+    version: str = "0.33"
+
+
+def variations(quick: bool) -> list[Run]:
+    """The variations of one (scenario, seed); ``scenario`` and ``seed`` are filled later."""
+    out = [Run("", 0, "default"), Run("", 0, "lead-in", lead_in=True)]
+    if quick:
+        return out
+    out += [
+        Run("", 0, "a100", (("device", "a100-80gb"),)),
+        Run("", 0, "h100", (("device", "h100-sxm"),)),
+        Run("", 0, "3b", (("model.preset", "llama-3.2-3b"),)),
+        Run("", 0, "14b", (("model.preset", "qwen2.5-14b"),)),
+        Run("", 0, "cpu-3b", (("device", "cpu"), ("model.preset", "llama-3.2-3b"))),
+        Run("", 0, "rate-0.8", (("workload.rate_multiplier", 0.8),)),
+        Run("", 0, "rate-1.2", (("workload.rate_multiplier", 1.2),)),
+        # V0 page names: no queue/prefill/step histograms, the prefix-cache gauge.
+        Run("", 0, "vllm-0.6", version="0.6"),
+    ]
+    return out
+
+
+def _scenario(run: Run) -> Any:
+    tree = read_tree(run.scenario)
+    tree.setdefault("name", run.scenario)
+    tree.pop("loop_s", None)
+    if run.lead_in:
+        # A quiet start, then the scenario's own traffic: a phase onset to detect.
+        phases = [{**ph, "at_s": float(ph["at_s"]) + LEAD_IN_S} for ph in tree.get("phases") or []]
+        tree["phases"] = [
+            {
+                "at_s": 0.0,
+                "name": "quiet",
+                "expect": "healthy",
+                "set": {"workload.rate_multiplier": 0.25},
+            },
+            {
+                "at_s": LEAD_IN_S,
+                "name": "onset",
+                "expect": tree.get("expect"),
+                "set": {"workload.rate_multiplier": 1.0},
+            },
+            *phases,
+        ]
+        tree["duration_s"] = float(tree.get("duration_s", DURATION)) + LEAD_IN_S
+    return from_tree(tree, dict(run.overrides))
+
+
+def evaluate(run: Run) -> dict[str, Any]:
+    """Record, replay, compare; returns per-window (truth, predicted, phase info)."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="pw-bench-") as tmp:
+        folder = Path(tmp)
+        try:
+            record(_scenario(run), folder, seed=run.seed, version=run.version)
+        except Exception as exc:  # a variation the simulator refuses is reported, not fatal
+            return {"run": run, "error": f"{type(exc).__name__}: {exc}"}
+        rows = [json.loads(line) for line in (folder / "truth.jsonl").open()]
+        diagnoses = diagnose_recording(folder, length=WINDOW, step=STEP)
+    onsets = [
+        r["t0"] for prev, r in zip(rows, rows[1:], strict=False) if r["phase"] != prev["phase"]
+    ]
+    windows = []
+    for d in diagnoses:
+        inside = [r for r in rows if r["t0"] >= d.start and r["t1"] <= d.end]
+        if not inside:
+            continue
+        truth = window_truth(rows, d.start, d.end)
+        phases = {r["phase"] for r in inside}
+        windows.append(
+            {
+                "end": d.end,
+                "truth": truth.cls,
+                "ambiguous": truth.ambiguous,
+                "pred": str(d.cls),
+                "sub": None if d.sub_cause is None else str(d.sub_cause),
+                "straddles": len(phases) > 1,
+                "phase": inside[-1]["phase"],
+                "confidence": d.confidence,
+                "facts": d.facts,
+                "why": truth.reason,
+                "truth_rs": {k: sum(r[k] for r in inside) for k in _RS},
+            }
+        )
+    return {"run": run, "windows": windows, "onsets": onsets, "seconds": time.perf_counter() - t0}
+
+
+def _delays(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """One record per phase onset that changes the class: delays in window steps.
+
+    ``from_onset`` counts from the first window ending after the onset to the first one
+    diagnosed with the new phase's class; ``behind_truth`` counts from the first window
+    whose truth has that class (the physics may take a while: a queue must build).
+    """
+    ws = result["windows"]
+    out = []
+    for onset in result["onsets"]:
+        after = [w for w in ws if w["end"] > onset]
+        clean_after = [w for w in after if not w["straddles"]]
+        clean_before = [w for w in ws if w["end"] <= onset and not w["straddles"]]
+        if not clean_after or not clean_before:
+            continue
+        new_phase, old_phase = clean_after[0]["phase"], clean_before[-1]["phase"]
+        inside = [w["truth"] for w in clean_after if w["phase"] == new_phase]
+        before = [w["truth"] for w in clean_before if w["phase"] == old_phase]
+        target = Counter(inside).most_common(1)[0][0]
+        if target == Counter(before).most_common(1)[0][0]:
+            continue
+        hit = next((i for i, w in enumerate(after) if w["pred"] == target), len(after))
+        seen = next((i for i, w in enumerate(after) if w["truth"] == target), len(after))
+        run: Run = result["run"]
+        out.append(
+            {
+                "target": target,
+                "from_onset": hit,
+                "behind_truth": max(0, hit - seen),
+                "where": f"{run.scenario}/{run.variation}/seed{run.seed}@{onset:.0f}",
+            }
+        )
+    return out
+
+
+def report(results: list[dict[str, Any]], elapsed: float) -> None:
+    confusion: dict[str, Counter[str]] = defaultdict(Counter)
+    amb_ok = amb_n = 0
+    onsets: list[dict[str, Any]] = []
+    healthy_runs_windows = healthy_runs_alerts = healthy_windows = healthy_alerts = 0
+    errors = [r for r in results if "error" in r]
+    subs: dict[str, Counter[str]] = defaultdict(Counter)
+    per_scenario: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    for res in results:
+        if "error" in res:
+            continue
+        run: Run = res["run"]
+        for w in res["windows"]:
+            if w["straddles"]:
+                continue
+            confusion[w["truth"]][w["pred"]] += 1
+            per_scenario[run.scenario][0] += w["truth"] == w["pred"]
+            per_scenario[run.scenario][1] += 1
+            if w["ambiguous"]:
+                amb_n += 1
+                amb_ok += w["truth"] == w["pred"]
+            if w["pred"] == "decode_bound":
+                subs[run.scenario][w["sub"]] += 1
+            if w["truth"] == "healthy":
+                healthy_windows += 1
+                healthy_alerts += w["pred"] in PROBLEMS
+                if run.scenario == "healthy":
+                    healthy_runs_windows += 1
+                    healthy_runs_alerts += w["pred"] in PROBLEMS
+        onsets += _delays(res)
+    total = sum(sum(c.values()) for c in confusion.values())
+    correct = sum(confusion[c][c] for c in confusion)
+    labels = [c for c in CLASSES if c in confusion or any(c in row for row in confusion.values())]
+    print(f"runs: {len(results)} ({len(errors)} refused by the simulator)")
+    for e in errors:
+        print(
+            f"run_error: {e['run'].scenario}/{e['run'].variation}/seed{e['run'].seed}: {e['error']}"
+        )
+    print(
+        f"windows_scored: {total} (window {WINDOW:g} s, step {STEP:g} s; "
+        "windows straddling a phase change excluded)"
+    )
+    print("confusion (rows truth, columns diagnosed):")
+    width = max(len(c) for c in labels) + 1
+    print(" " * width + "".join(f"{c[:10]:>11}" for c in labels))
+    for t in labels:
+        print(f"{t:<{width}}" + "".join(f"{confusion[t][p]:>11}" for p in labels))
+    recalls = []
+    for c in labels:
+        tp = confusion[c][c]
+        support = sum(confusion[c].values())
+        predicted = sum(confusion[t][c] for t in confusion)
+        precision = tp / predicted if predicted else math.nan
+        recall = tp / support if support else math.nan
+        if support:
+            recalls.append((c, recall))
+        print(f"class_{c}: precision {precision:.3f} recall {recall:.3f} support {support}")
+    for name, (ok, n) in sorted(per_scenario.items()):
+        print(f"scenario_accuracy_{name}: {ok / n:.3f} ({n} windows)")
+    for name, counter in sorted(subs.items()):
+        print(f"decode_sub_causes_{name}: {dict(counter)}")
+    if amb_n:
+        print(f"accuracy_on_truth_marked_ambiguous: {amb_ok / amb_n:.3f} ({amb_n} windows)")
+        print(f"accuracy_excluding_ambiguous: {(correct - amb_ok) / (total - amb_n):.3f}")
+    detect = [o for o in onsets if o["target"] in PROBLEMS]
+    recover = [o for o in onsets if o["target"] not in PROBLEMS]
+    for name, group in (("detection", detect), ("recovery", recover)):
+        if not group:
+            continue
+        delays = [o["from_onset"] for o in group]
+        lags = [o["behind_truth"] for o in group]
+        worst = max(group, key=lambda o: o["from_onset"])
+        for o in group:
+            if o["behind_truth"] > 2:
+                print(f"{name}_late: {o}")
+        print(
+            f"{name}_delay_windows: mean {sum(delays) / len(delays):.2f} max {max(delays)} "
+            f"share_within_2 {sum(d <= 2 for d in delays) / len(delays):.3f} "
+            f"({len(group)} onsets; worst {worst['where']} → {worst['target']})"
+        )
+        print(
+            f"{name}_lag_behind_truth_windows: mean {sum(lags) / len(lags):.2f} max {max(lags)} "
+            f"share_within_2 {sum(d <= 2 for d in lags) / len(lags):.3f}"
+        )
+    if healthy_windows:
+        print(
+            f"false_alert_rate_all_healthy_windows: {healthy_alerts / healthy_windows:.4f} "
+            f"({healthy_alerts}/{healthy_windows} windows of any run whose truth is healthy)"
+        )
+    if healthy_runs_windows:
+        print(
+            f"healthy_run_false_alert_rate: {healthy_runs_alerts / healthy_runs_windows:.4f} "
+            f"({healthy_runs_alerts}/{healthy_runs_windows} healthy windows of healthy-scenario "
+            "runs given a problem class)"
+        )
+    worst = min(recalls, key=lambda cr: cr[1]) if recalls else ("-", math.nan)
+    print(f"min_class_recall: {worst[1]:.3f} ({worst[0]})")
+    print(f"elapsed_seconds: {elapsed:.1f}")
+    print(f"overall_accuracy: {correct / total:.3f}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--quick", action="store_true", help="default and lead-in variations only")
+    p.add_argument("--scenario", action="append", help="only these scenarios (repeatable)")
+    p.add_argument("--variation", action="append", help="only these variations (repeatable)")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--dump", type=Path, help="write every scored window as JSON lines here")
+    args = p.parse_args(argv)
+    runs = [
+        dataclasses.replace(var, scenario=name, seed=seed)
+        for name in (args.scenario or available())
+        for seed in range(args.seeds)
+        for var in variations(args.quick)
+        if not args.variation or var.variation in args.variation
+    ]
+    t0 = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        results = list(pool.map(evaluate, runs, chunksize=1))
+    if args.dump:
+        with args.dump.open("w") as fh:
+            for res in results:
+                for w in res.get("windows", []):
+                    run = res["run"]
+                    fh.write(
+                        json.dumps(
+                            {
+                                **w,
+                                "scenario": run.scenario,
+                                "variation": run.variation,
+                                "seed": run.seed,
+                            }
+                        )
+                        + "\n"
+                    )
+    report(results, time.perf_counter() - t0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
