@@ -3,13 +3,17 @@
 A slow or dead target never delays the others: every fetch has its own timeout and runs
 concurrently under a cap. The last good snapshot of each target is kept in memory and in
 the store, so deltas resume correctly after a restart and a failed scrape loses nothing
-(the next good scrape's delta covers the gap).
+(the next good scrape's delta covers the gap). A round the store cannot take (read-only,
+full) loses nothing either: the baselines go back to the last stored snapshots, so the
+next written delta covers the gap, and the round's scrape records wait for that write
+(at most ``MAX_UNWRITTEN``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from dataclasses import dataclass, field
 
@@ -20,10 +24,14 @@ from app.model import ErrorKind, IntervalDelta, Snapshot, StreamSnapshot
 from app.scrape.client import FetchResult, fetch, read_file
 from app.scrape.normalize import normalize
 from app.scrape.parse import looks_like_prometheus, parse
-from app.store.sqlite import ScrapeRecord, Store
+from app.store.sqlite import ScrapeRecord, Store, error_kind
 from app.windows.delta import layout_changed, snapshot_deltas
 
 log = logging.getLogger(__name__)
+
+# Scrape records kept for the next write while the store refuses writes (~7 h of 200
+# targets at 5 s); older ones are dropped first.
+MAX_UNWRITTEN = 1_000_000
 
 
 @dataclass
@@ -45,6 +53,8 @@ class Outcome:
     record: ScrapeRecord
     snapshot: Snapshot | None
     deltas: list[IntervalDelta]
+    # When the fetch started (Unix seconds); None when it is not known.
+    started: float | None = None
 
 
 def process(
@@ -57,7 +67,7 @@ def process(
         rec = ScrapeRecord(
             name, now, False, kind.value, msg, result.duration, result.nbytes, parse_errors
         )
-        return Outcome(rec, None, [])
+        return Outcome(rec, None, [], result.started)
 
     if result.error_kind is not None or result.text is None:
         return failed(result.error_kind or ErrorKind.OTHER, result.error or "no body")
@@ -112,7 +122,7 @@ def process(
         rec = ScrapeRecord(
             name, now, True, None, None, result.duration, result.nbytes, parsed.errors
         )
-    return Outcome(rec, snap, deltas)
+    return Outcome(rec, snap, deltas, result.started)
 
 
 class Collector:
@@ -126,6 +136,7 @@ class Collector:
         self._sem = asyncio.Semaphore(settings.scrape.concurrency)
         self.rounds = 0
         self.outcomes: dict[str, int] = {}
+        self._unwritten: list[ScrapeRecord] = []
         self._restore()
 
     def _restore(self) -> None:
@@ -151,6 +162,7 @@ class Collector:
         """Scrape all targets once; store and return what each produced."""
         results = await asyncio.gather(*(self._fetch(s.config) for s in self.states.values()))
         ts = time.time() if now is None else now
+        stored = {name: s.last_ok for name, s in self.states.items()}
         outcomes = []
         for state, result in zip(self.states.values(), results, strict=True):
             try:
@@ -167,7 +179,7 @@ class Collector:
                     result.nbytes,
                     0,
                 )
-                outcome = Outcome(rec, None, [])
+                outcome = Outcome(rec, None, [], result.started)
             state.last_record = outcome.record
             kind = outcome.record.error_kind or "ok"
             self.outcomes[kind] = self.outcomes.get(kind, 0) + 1
@@ -178,11 +190,25 @@ class Collector:
             if o.snapshot is not None
             for s in o.snapshot.streams.values()
         ]
-        await asyncio.to_thread(
-            self.store.write_round,
-            [o.record for o in outcomes],
-            [d for o in outcomes for d in o.deltas],
-            snapshots,
-        )
+        records = [*self._unwritten, *(o.record for o in outcomes)]
+        try:
+            await asyncio.to_thread(
+                self.store.write_round,
+                records,
+                [d for o in outcomes for d in o.deltas],
+                snapshots,
+            )
+        except sqlite3.Error as exc:
+            for name, snap in stored.items():
+                self.states[name].last_ok = snap
+            self._unwritten = records[-MAX_UNWRITTEN:]
+            log.warning(
+                "store write failed (%s: %s); %d scrape record(s) kept for the next write",
+                error_kind(exc),
+                exc,
+                len(self._unwritten),
+            )
+        else:
+            self._unwritten = []
         self.rounds += 1
         return outcomes

@@ -231,6 +231,87 @@ class AlertsConfig(_Strict):
         return self
 
 
+class ImbalanceConfig(_Strict):
+    """When a replica departs from its peers (``app.fleet.imbalance``)."""
+
+    min_replicas: int = Field(2, ge=2, description="fewer replicas with data: no peers")
+    load_ratio: float = Field(
+        1.5, gt=1, description="running (or waiting) avg >= this x the peers' mean"
+    )
+    load_min_delta: float = Field(
+        2.0, ge=0, description="…and at least this many running requests above it"
+    )
+    waiting_min: float = Field(1.0, ge=0, description="a queue: waiting avg >= this")
+    idle_waiting_max: float = Field(
+        0.1, ge=0, description="a peer with waiting avg <= this (and fewer running) is idle"
+    )
+    kv_spread: float = Field(
+        0.3, gt=0, le=1, description="KV usage avg max - min across replicas >= this"
+    )
+    latency_ratio: float = Field(
+        2.0, gt=1, description="TTFT or ITL p99 >= this x the peers' median p99"
+    )
+    min_observations: int = Field(
+        50, ge=1, description="observations each replica needs for its p99 to be compared"
+    )
+
+
+class FleetConfig(_Strict):
+    """Replicas of one model, aggregated (``app.fleet``)."""
+
+    group_by: list[str] = Field(
+        default_factory=list,
+        description="target labels that split a model's replicas into fleets, e.g. [cluster]",
+    )
+    imbalance: ImbalanceConfig = Field(default_factory=ImbalanceConfig)
+
+
+class SloObjectConfig(_Strict):
+    """A service-level objective on a fleet: latency objectives, target ratio, period."""
+
+    name: str
+    selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="model_name and/or target labels the replicas must have; {} = every model",
+    )
+    ttft: float | None = Field(None, gt=0, description="a request is good if TTFT <= this, s")
+    itl: float | None = Field(
+        None, gt=0, description="a token gap is good if <= this, s (a share of gaps)"
+    )
+    tpot: float | None = Field(
+        None, gt=0, description="a request is good if its time per output token <= this, s"
+    )
+    target: float = Field(0.99, gt=0, lt=1, description="share of good events promised")
+    period: float = Field(30 * 86400.0, gt=0, description="budget period, seconds or 30d")
+    bad_finish_reasons: list[str] = Field(
+        default_factory=lambda: ["error"],
+        description="finished_reason values that count against the SLO; [] = none",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _slo_name_ok(cls, v: str) -> str:
+        if not _NAME_RE.match(v):
+            raise ValueError("must be 1-128 characters of letters, digits and _.:@-")
+        return v
+
+    @field_validator("period", mode="before")
+    @classmethod
+    def _period(cls, v: object) -> object:
+        if isinstance(v, str):
+            from app.alerts.rules import parse_duration
+
+            return parse_duration(v)
+        return v
+
+    @model_validator(mode="after")
+    def _has_objective(self) -> SloObjectConfig:
+        latency = (self.ttft, self.itl, self.tpot)
+        if all(v is None for v in latency) and not self.bad_finish_reasons:
+            raise ValueError("an SLO needs ttft, itl, tpot or bad_finish_reasons")
+        return self
+
+
 class Settings(BaseSettings):
     """Everything phasewatch can be told."""
 
@@ -247,6 +328,11 @@ class Settings(BaseSettings):
     log: LogConfig = Field(default_factory=LogConfig)
     source: SourceConfig = Field(default_factory=SourceConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
+    fleet: FleetConfig = Field(default_factory=FleetConfig)
+    slos: list[SloObjectConfig] | None = Field(
+        None,
+        description="SLOs with error budgets; unset: one 'default' SLO per model from `slo`",
+    )
     api_token: str | None = Field(
         None, description="bearer token for the write endpoints (silences); none: they are off"
     )
@@ -258,6 +344,15 @@ class Settings(BaseSettings):
     @classmethod
     def _source_shorthand(cls, v: object) -> object:
         return {"kind": v} if isinstance(v, str) else v
+
+    @field_validator("slos")
+    @classmethod
+    def _unique_slos(cls, v: list[SloObjectConfig] | None) -> list[SloObjectConfig] | None:
+        names = [s.name for s in v or []]
+        for name in names:
+            if names.count(name) > 1:
+                raise ValueError(f"duplicate SLO name {name!r}")
+        return v
 
     @field_validator("targets")
     @classmethod

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from fastapi import APIRouter, FastAPI
 
 from app import __version__
-from app.api.routes import alerts, diagnoses, health, silences, targets, windows
+from app.api.routes import alerts, diagnoses, fleet, health, silences, slo, targets, windows
 from app.config import Settings
 from app.service import Service
 from app.ui.mount import mount_live
@@ -40,6 +40,8 @@ def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
     api.include_router(alerts.router)
     api.include_router(silences.router)
     api.include_router(diagnoses.router)
+    api.include_router(fleet.router)
+    api.include_router(slo.router)
     app.include_router(api)
     app.include_router(health.router)
     mount_live(app, settings, warm=start_jobs)  # the Dash UI under /ui

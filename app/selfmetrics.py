@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 
 @dataclass(frozen=True)
@@ -15,11 +15,19 @@ class SelfMetrics:
     store_bytes: Gauge
     targets: Gauge
     round_duration: Histogram
+    scrape_lag: Histogram
+    rounds_missed: Counter
+    scrape_gaps: Counter
 
 
 def build_self_metrics() -> SelfMetrics:
-    """Create the registry and the metrics phasewatch reports about itself."""
+    """Create the registry and the metrics phasewatch reports about itself.
+
+    ``process_*`` (CPU seconds, resident memory, open files) come from prometheus_client's
+    process collector, registered in this registry rather than the global one.
+    """
     reg = CollectorRegistry()
+    ProcessCollector(registry=reg)
     return SelfMetrics(
         registry=reg,
         scrapes=Counter(
@@ -42,6 +50,22 @@ def build_self_metrics() -> SelfMetrics:
             "phasewatch_scrape_round_duration_seconds",
             "Time for one scrape round over all targets, including storage.",
             buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
+            registry=reg,
+        ),
+        scrape_lag=Histogram(
+            "phasewatch_scrape_lag_seconds",
+            "Delay from a round's scheduled time to the start of each target's fetch.",
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0),
+            registry=reg,
+        ),
+        rounds_missed=Counter(
+            "phasewatch_scrape_rounds_missed",
+            "Scheduled scrape rounds that did not run (a round overran, or the process stalled).",
+            registry=reg,
+        ),
+        scrape_gaps=Counter(
+            "phasewatch_scrape_gaps",
+            "Fetches of a target that started more than 1.5 intervals after its previous one.",
             registry=reg,
         ),
     )
@@ -141,6 +165,88 @@ def update_stream_metrics(m: StreamMetrics, readings: list[StreamReading]) -> No
             for cls in m.classes:
                 values["diagnosis"][(*key, cls)] = 1.0 if cls == r.diagnosis_class else 0.0
         values["alerts_firing"][key] = float(r.alerts_firing)
+    for name, by_labels in values.items():
+        gauge: Gauge = getattr(m, name)
+        for labels, value in by_labels.items():
+            gauge.labels(*labels).set(value)
+        for stale in m._seen.get(name, set()) - set(by_labels):
+            gauge.remove(*stale)
+        m._seen[name] = set(by_labels)
+
+
+# -- per-SLO gauges: attainment, budget and burn rates of every SLO and fleet --------------
+
+SLO_LABELS = ("slo", "model_name", "fleet")
+
+
+@dataclass(frozen=True)
+class SloReading:
+    """What the service exports about one SLO on one fleet after an evaluation.
+
+    ``attainment`` per objective over the latest window; ``None`` values are left out.
+    """
+
+    slo: str
+    model_name: str
+    fleet: str
+    attainment: dict[str, float | None]
+    budget_remaining: float | None
+    burn_rates: dict[str, float | None]
+
+
+@dataclass(frozen=True)
+class SloMetrics:
+    """Per-SLO gauges; an SLO or fleet that is gone loses its series at the next update."""
+
+    attainment: Gauge
+    budget_remaining: Gauge
+    burn_rate: Gauge
+    _seen: dict[str, set[tuple[str, ...]]]
+
+
+def build_slo_metrics(registry: CollectorRegistry) -> SloMetrics:
+    """Register the per-SLO gauges (documented in the README) in ``registry``."""
+    return SloMetrics(
+        attainment=Gauge(
+            "phasewatch_slo_attainment_ratio",
+            "Share of events meeting the objective over the latest window, from bucket counts "
+            "at the objective's bound (objective: ttft, itl, tpot or errors).",
+            [*SLO_LABELS, "objective"],
+            registry=registry,
+        ),
+        budget_remaining=Gauge(
+            "phasewatch_error_budget_remaining_ratio",
+            "Error budget left over the SLO's period (1 = untouched, below 0 = overspent).",
+            list(SLO_LABELS),
+            registry=registry,
+        ),
+        burn_rate=Gauge(
+            "phasewatch_slo_burn_rate",
+            "The fastest objective's (1 - attainment) / (1 - target) over the window.",
+            [*SLO_LABELS, "window"],
+            registry=registry,
+        ),
+        _seen={},
+    )
+
+
+def update_slo_metrics(m: SloMetrics, readings: list[SloReading]) -> None:
+    """Set every SLO's gauges from its latest reading; drop series no longer read."""
+    values: dict[str, dict[tuple[str, ...], float]] = {
+        "attainment": {},
+        "budget_remaining": {},
+        "burn_rate": {},
+    }
+    for r in readings:
+        key = (r.slo, r.model_name, r.fleet)
+        for objective, ratio in r.attainment.items():
+            if ratio is not None:
+                values["attainment"][(*key, objective)] = ratio
+        if r.budget_remaining is not None:
+            values["budget_remaining"][key] = r.budget_remaining
+        for window, rate in r.burn_rates.items():
+            if rate is not None:
+                values["burn_rate"][(*key, window)] = rate
     for name, by_labels in values.items():
         gauge: Gauge = getattr(m, name)
         for labels, value in by_labels.items():

@@ -8,31 +8,67 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import sqlite3
 import time
-from dataclasses import replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
+from app.alerts.outbox import ReceiverHealth
 from app.alerts.runtime import Alerting
 from app.collector import Collector
 from app.config import Settings
 from app.diagnose import DiagnosisConfig, SloOverride, diagnose
+from app.fleet.slo import attainment
+from app.fleet.tracker import SloStatus
 from app.selfmetrics import (
     SelfMetrics,
+    SloReading,
     StreamMetrics,
     StreamReading,
     build_self_metrics,
+    build_slo_metrics,
     build_stream_metrics,
+    update_slo_metrics,
     update_stream_metrics,
 )
-from app.store.sqlite import Store
+from app.store.sqlite import Store, error_kind
 from app.windows.aggregate import window
 
 log = logging.getLogger(__name__)
 
 RETENTION_EVERY_S = 600.0
+# A target whose fetch starts this many intervals after its previous one had a gap.
+GAP_INTERVALS = 1.5
+
+
+@dataclass
+class RoundClock:
+    """The scrape job's schedule: rounds are due at ``anchor + k * interval``.
+
+    :meth:`started` maps a round's start time to the slot it serves (the latest one due)
+    and counts the slots since the previous round that got no round of their own — a
+    round that overran, a stalled loop, or a misfire APScheduler coalesced or skipped.
+    """
+
+    anchor: float
+    interval: float
+    last_slot: float | None = None
+
+    def started(self, now: float) -> tuple[float, int]:
+        """Return (the slot this round serves, slots missed since the previous round)."""
+        # A timer may fire a hair early; a millisecond of slack keeps it in its own slot.
+        k = max(0, math.floor((now - self.anchor) / self.interval + 1e-3 / self.interval))
+        slot = self.anchor + k * self.interval
+        missed = 0
+        if self.last_slot is not None:
+            missed = max(0, round((slot - self.last_slot) / self.interval) - 1)
+        self.last_slot = slot
+        return slot, missed
 
 
 class Service:
@@ -58,19 +94,41 @@ class Service:
             settings, self.store, getattr(self.collector, "states", None), self.metrics.registry
         )
         self.stream_metrics: StreamMetrics = build_stream_metrics(self.metrics.registry)
+        self.slo_metrics = build_slo_metrics(self.metrics.registry)
+        self.latest_slos: list[SloStatus] = []
         self.diagnosis_config = diagnosis_config(settings)
         self.latest_readings: list[StreamReading] = []
         self.metrics.targets.set(len(settings.targets))
         self.scheduler = AsyncIOScheduler()
         self.started_at = time.time()
+        self.round_clock: RoundClock | None = None
+        self._fetched_at: dict[str, float] = {}
 
     async def scrape_job(self) -> None:
-        """Run one scrape round and account for it in the self-metrics."""
+        """Run one scrape round and account for it in the self-metrics.
+
+        With the job scheduled (:meth:`start`), also the lag of every target's fetch
+        behind the round's scheduled time, rounds missed, and per-target gaps.
+        """
         t0 = time.perf_counter()
+        slot = None
+        if self.round_clock is not None:
+            slot, missed = self.round_clock.started(time.time())
+            if missed:
+                self.metrics.rounds_missed.inc(missed)
+                log.warning("scrape: %d round(s) missed (a round overran or stalled)", missed)
         outcomes = await self.collector.scrape_round()
+        gap = GAP_INTERVALS * self.settings.scrape.interval
         for o in outcomes:
             self.metrics.scrapes.labels(o.record.target, o.record.error_kind or "ok").inc()
             self.metrics.scrape_duration.observe(o.record.duration)
+            if o.started is not None:
+                previous = self._fetched_at.get(o.record.target)
+                if previous is not None and o.started - previous > gap:
+                    self.metrics.scrape_gaps.inc()
+                self._fetched_at[o.record.target] = o.started
+                if slot is not None:
+                    self.metrics.scrape_lag.observe(max(0.0, o.started - slot))
         self.metrics.round_duration.observe(time.perf_counter() - t0)
 
     def evaluate_streams(self, now: float) -> list[StreamReading]:
@@ -103,6 +161,19 @@ class Service:
             )
         return readings
 
+    def evaluate_slos(self, now: float) -> list[SloStatus]:
+        """Every SLO on every fleet at ``now`` (blocking: store reads; counts are cached in
+        the alert engine's tracker, which this shares)."""
+        lag = self.settings.source.lag if self.settings.source.kind == "prometheus" else 0.0
+        end = now - lag
+        labels_of = {t.name: dict(t.labels) for t in self.settings.targets}
+        return self.alerting.engine.slos.tracker.evaluate(
+            end,
+            self.store.streams(),
+            labels_of,
+            closed_until=end - 2.0 * self.settings.scrape.interval,
+        )
+
     def alerts_firing(self) -> dict[tuple[str, str], int]:
         """Firing alerts per (target, model_name), from the alert engine's last round."""
         counts: dict[tuple[str, str], int] = {}
@@ -122,25 +193,83 @@ class Service:
         ]
         self.latest_readings = readings
         update_stream_metrics(self.stream_metrics, readings)
+        statuses = await asyncio.to_thread(self.evaluate_slos, time.time())
+        self.latest_slos = statuses
+        update_slo_metrics(
+            self.slo_metrics,
+            [
+                SloReading(
+                    slo=s.spec.name,
+                    model_name=s.key.model_name,
+                    fleet=s.key.name,
+                    attainment=attainment(s.latest),
+                    budget_remaining=s.budget.remaining,
+                    burn_rates=dict(s.burn),
+                )
+                for s in statuses
+            ],
+        )
 
     def retention_job(self) -> None:
         """Drop history older than the configured retention."""
-        removed = self.store.enforce_retention(
-            time.time(), self.settings.storage.retention_days * 86400.0
-        )
+        try:
+            removed = self.store.enforce_retention(
+                time.time(), self.settings.storage.retention_days * 86400.0
+            )
+        except sqlite3.Error as exc:
+            log.warning("retention skipped (store %s: %s)", error_kind(exc), exc)
+            return
         if removed:
             log.info("retention removed %d rows", removed)
         self.metrics.store_bytes.set(self.store.size_bytes())
 
+    def components(self, now: float) -> dict[str, Any]:
+        """Health of what the service needs besides its targets: the store's write path,
+        the outbox backlog and each receiver (this process's last attempt). ``status`` is
+        ``degraded`` while the store refuses writes or a receiver's last attempt failed;
+        target health is summarised (``down`` counts targets per error kind)."""
+        store = self.store.health()
+        backlog: int | None = None
+        oldest_age: float | None = None
+        try:
+            backlog, oldest = self.alerting.outbox.backlog()
+            oldest_age = None if oldest is None else max(0.0, now - oldest)
+        except sqlite3.Error as exc:
+            log.warning("outbox backlog unreadable (store %s: %s)", error_kind(exc), exc)
+        receivers = []
+        for r in self.alerting.engine.receivers:
+            h = self.alerting.sender.health.get(r.id, ReceiverHealth())
+            receivers.append({"id": r.id, "kind": r.kind, "ok": h.ok, **asdict(h)})
+        down: dict[str, int] = {}
+        up = 0
+        for state in self.collector.states.values():
+            rec = state.last_record
+            if rec is not None and rec.ok:
+                up += 1
+            else:
+                kind = rec.error_kind or "other" if rec is not None else "not_scraped"
+                down[kind] = down.get(kind, 0) + 1
+        ok = store.ok and all(r["ok"] for r in receivers)
+        return {
+            "status": "ok" if ok else "degraded",
+            "store": asdict(store),
+            "outbox": {"backlog": backlog, "oldest_undelivered_age_s": oldest_age},
+            "receivers": receivers,
+            "targets": {"total": len(self.collector.states), "up": up, "down": down},
+        }
+
     def start(self) -> None:
         """Start the scheduled jobs on the running event loop."""
         interval = self.settings.scrape.interval
+        anchor = datetime.now(UTC)
+        self.round_clock = RoundClock(anchor.timestamp(), interval)
         self.scheduler.add_job(
             self.scrape_job,
             "interval",
             seconds=interval,
+            start_date=anchor,
             id="scrape",
-            next_run_time=datetime.now(UTC),
+            next_run_time=anchor,
             max_instances=1,
             coalesce=True,
             misfire_grace_time=max(1, int(interval)),

@@ -30,14 +30,18 @@ def test_default_pack_has_every_promised_rule() -> None:
         "PhasewatchPreemptions",
         "PhasewatchQueueBuildup",
         "PhasewatchBottleneckPersisting",
+        "PhasewatchSLOBurnFast",
+        "PhasewatchSLOBurnMedium",
+        "PhasewatchSLOBurnSlow",
     }
+    assert rules["PhasewatchSLOBurnFast"].scope == "slo"
     assert rules["PhasewatchTargetDown"].scope == "target"
     assert rules["PhasewatchMetricsDisabled"].scope == "target"
     assert rules["PhasewatchKVCachePressure"].scope == "stream"
     for rule in rules.values():
         notes = dict(rule.annotations)
         assert "summary" in notes and "ui_url" in notes
-        if rule.scope == "stream":
+        if rule.scope in ("stream", "slo"):
             assert {"diagnosis", "hints"} <= set(notes), rule.name
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from app.alerts.replay import DEFAULT_UI_BASE_URL, read_scrapes, replay
 from app.alerts.rules import Rule, RuleError, combine, default_rules, load_rule_file
 from app.config import ConfigError, Settings, load_settings
+from app.fleet.specs import slo_specs
 
 
 def register(sub: Any) -> None:
@@ -39,16 +40,10 @@ def register(sub: Any) -> None:
     _replay_args(try_)
     try_.set_defaults(func=run_rules_replay)
 
-    if "replay" in sub.choices:
-        parser = sub.choices["replay"]
-        parser.set_defaults(func=_with_alerts(parser.get_default("func")))
-        return
-    p: argparse.ArgumentParser = sub.add_parser(
-        "replay",
-        help="diagnose a recording window by window, and the alerts it would have fired",
-    )
-    _replay_args(p)
-    p.set_defaults(func=run_replay)
+    # ``replay`` itself belongs to app.diagnose.cli_diagnose (registered before this
+    # module); its ``--json`` object gains the alert transitions here.
+    parser = sub.choices["replay"]
+    parser.set_defaults(func=_with_alerts(parser.get_default("func")))
 
 
 def _replay_args(p: argparse.ArgumentParser) -> None:
@@ -102,6 +97,7 @@ def _replayed(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], l
         slo=settings.slo,
         ui_base_url=settings.ui_base_url or DEFAULT_UI_BASE_URL,
         resolved_retention=settings.alerts.resolved_retention,
+        slos=slo_specs(settings),
     )
     summary = {
         "target": scrapes.target,
@@ -144,22 +140,6 @@ def run_rules_replay(args: argparse.Namespace) -> int:
         print(json.dumps(summary, indent=2))
     else:
         _print_alerts(summary["alerts"])
-    return 0
-
-
-def run_replay(args: argparse.Namespace) -> int:
-    try:
-        summary, diagnoses = _replayed(args, Path(args.dir))
-    except (ConfigError, RuleError, OSError, ValueError) as exc:
-        return _fail(exc)
-    if args.json:
-        print(json.dumps({**summary, "diagnoses": [d.to_dict() for d in diagnoses]}, indent=2))
-        return 0
-    for d in diagnoses:
-        conf = f"{d.confidence:.0%}"
-        print(f"{_ts(d.end)}  {d.model_name:<28}  {d.label:<34} {conf:>4}  {d.summary}")
-    print()
-    _print_alerts(summary["alerts"])
     return 0
 
 

@@ -2,10 +2,11 @@
 
 For every target: its latest scrape (target fields); for every stream the target
 exports: the latest window ``(now - window.length, now]`` from the store, diagnosed
-(stored when the verdict changes, or every minute). Then the pure state machine, the
-notification plan, and one transaction that saves the state, the history and the
-outbox rows. The alerts are restored from the store at start-up, so a restart neither
-re-fires nor forgets a firing alert.
+(stored when the verdict changes, or every minute); for every SLO and fleet: its burn
+rates, budget and the fleet's last five minutes, diagnosed (``SloInputs``). Then the
+pure state machine, the notification plan, and one transaction that saves the state,
+the history and the outbox rows. The alerts are restored from the store at start-up,
+so a restart neither re-fires nor forgets a firing alert.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from app.alerts.fields import Instance, ScrapeStatus, reached
 from app.alerts.history import AlertStore
-from app.alerts.inputs import evaluate_stream, target_input
+from app.alerts.inputs import SloInputs, evaluate_stream, target_input
 from app.alerts.notify import Receiver, event_body, receivers_from_config
 from app.alerts.outbox import NewRow
 from app.alerts.rules import Rule, combine, default_rules, load_rule_file
@@ -24,6 +25,8 @@ from app.alerts.silences import Silence, SilenceStore, silenced_by
 from app.alerts.state import Alert, Evaluation, Notice, RuleResult, evaluate, plan_notifications
 from app.collector import TargetState
 from app.config import AlertsConfig, Settings
+from app.fleet.specs import imbalance_thresholds, slo_specs
+from app.fleet.tracker import SloTracker
 from app.store.diagnoses import DiagnosisRow, DiagnosisStore, should_store
 from app.store.sqlite import Store
 from app.windows.aggregate import window
@@ -55,9 +58,22 @@ class AlertEngine:
         states: Mapping[str, TargetState] | None = None,
         *,
         rules: Sequence[Rule] | None = None,
+        slo_tracker: SloTracker | None = None,
     ) -> None:
         self.settings = settings
         self.store = store
+        # SLO burn rates and budgets per fleet (shared with the service's gauges).
+        self.slos = SloInputs(
+            store,
+            slo_specs(settings),
+            settings.slo,
+            group_by=settings.fleet.group_by,
+            latest_s=settings.window.length,
+            thresholds=imbalance_thresholds(settings.fleet.imbalance),
+            ui_base_url=settings.ui_base_url,
+            tracker=slo_tracker,
+            retention_s=settings.storage.retention_days * 86400.0,
+        )
         self.states: Mapping[str, TargetState] = states or {}
         self.rules = list(rules) if rules is not None else configured_rules(settings.alerts)
         self.receivers: list[Receiver] = receivers_from_config(settings.alerts.receivers)
@@ -141,6 +157,15 @@ class AlertEngine:
                     self._stored[(target, model)] = (end, cls, sub)
                     payload = diagnosis.to_dict()
                     rows.append(DiagnosisRow(target, model, w.start, w.end, cls, payload))
+        # One instance per SLO and fleet; chunks are cached once no scrape can add to them.
+        instances.extend(
+            self.slos.instances(
+                end,
+                self.store.streams(),
+                self._targets(),
+                closed_until=end - 2.0 * self.settings.scrape.interval,
+            )
+        )
         return instances, rows
 
     # -- one round -------------------------------------------------------------------------

@@ -10,7 +10,10 @@ Both have ``target`` and ``labels.<name>`` (the target's configured labels plus
 ``target`` and, for streams, ``model_name``).
 
 A rule reading only target fields is evaluated once per target; any other rule once
-per stream. Pure: no I/O, no clock.
+per stream. A third scope, **slo** (one input per SLO and fleet, :func:`slo_instance`),
+carries the SLO's burn rates per window (``slo.burn_rate_5m`` … ``slo.burn_rate_1d``),
+its budget left, the fleet's diagnosis and its imbalance; a rule reading any of its own
+fields (``SLO_ONLY_FIELDS``) is evaluated once per SLO and fleet. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -64,6 +67,28 @@ TARGET_FIELDS: dict[str, str] = {
     "ui_url": "string",
 }
 STREAM_FIELDS: dict[str, str] = {**WINDOW_FIELDS, **DIAGNOSIS_FIELDS, **TARGET_FIELDS}
+# Fields only an SLO instance has (one per SLO and fleet, ``app.fleet``): a rule reading
+# any of them is evaluated once per SLO and fleet.
+BURN_WINDOW_LABELS = ("5m", "30m", "1h", "2h", "6h", "1d")
+SLO_ONLY_FIELDS: dict[str, str] = {
+    "slo.name": "string",
+    "slo.target": "number",
+    "slo.period_s": "number",
+    **{f"slo.burn_rate_{w}": "number" for w in BURN_WINDOW_LABELS},
+    "slo.objective": "string",
+    "slo.budget_remaining": "number",
+    "slo.attainment": "number",
+    "slo.error_share": "number",
+    "fleet": "string",
+    "replicas": "number",
+    "worst_replica": "string",
+    "imbalance": "string",
+}
+SLO_FIELDS: dict[str, str] = {
+    **SLO_ONLY_FIELDS,
+    "model_name": "string",
+    **{k: v for k, v in DIAGNOSIS_FIELDS.items() if not k.startswith("slo.")},
+}
 LABEL_PREFIX = "labels."
 TOP_HINTS = 3
 
@@ -78,16 +103,17 @@ def reached(error_kind: str | None) -> bool:
 
 
 def field_type(name: str, scope: str) -> str | None:
-    """The type of a field in a scope (``target`` or ``stream``); None when unknown."""
+    """The type of a field in a scope (``target``, ``stream`` or ``slo``); None when
+    unknown."""
     if name.startswith(LABEL_PREFIX) and len(name) > len(LABEL_PREFIX):
         return "string"
-    table = TARGET_FIELDS if scope == "target" else STREAM_FIELDS
-    return table.get(name)
+    tables = {"target": TARGET_FIELDS, "slo": SLO_FIELDS}
+    return tables.get(scope, STREAM_FIELDS).get(name)
 
 
 def known_names() -> list[str]:
     """Every field name (for "did you mean" suggestions)."""
-    return sorted(STREAM_FIELDS)
+    return sorted({*STREAM_FIELDS, *SLO_FIELDS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,3 +236,23 @@ def stream_instance(
 ) -> Instance:
     labels = {**config_labels, "target": target, "model_name": model_name}
     return Instance("stream", target, model_name, labels, fields)
+
+
+def fleet_link(base: str, model_name: str, at: float) -> str:
+    """The UI's fleet page of a model around time ``at``."""
+    params = {"at": str(int(at))}
+    return f"{base.rstrip('/')}/fleets/{quote(model_name, safe='')}?{urlencode(params)}"
+
+
+def slo_instance(
+    slo_name: str,
+    model_name: str,
+    group_labels: Mapping[str, str],
+    fields: Mapping[str, Any],
+) -> Instance:
+    """The input of one SLO on one fleet: labels ``slo``, ``model_name`` and the fleet's
+    ``group_by`` labels (no ``target``: it is about every replica)."""
+    labels = {**group_labels, "slo": slo_name, "model_name": model_name}
+    out = dict(fields)
+    out.update({LABEL_PREFIX + k: v for k, v in labels.items()})
+    return Instance("slo", "", model_name, labels, out)

@@ -7,12 +7,16 @@ fields the same way. Pure: the caller passes the time and everything it read.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.alerts.fields import (
+    BURN_WINDOW_LABELS,
+    TOP_HINTS,
     Instance,
     ScrapeStatus,
+    fleet_link,
+    slo_instance,
     stream_fields,
     stream_instance,
     target_fields,
@@ -20,10 +24,17 @@ from app.alerts.fields import (
 )
 from app.config import SloConfig
 from app.diagnose import DEFAULT_CONFIG, Diagnosis, DiagnosisConfig, diagnose
+from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds
+from app.fleet.queries import FleetView, fleet_view
+from app.fleet.slo import SloSpec, attainment, burn_rate, window_counts
+from app.fleet.tracker import DeltaSource, SloStatus, SloTracker
 from app.model import Window
 from app.queries import window_to_dict
 
-__all__ = ["diagnosis_config", "evaluate_stream", "target_input"]
+__all__ = ["SloInputs", "diagnosis_config", "evaluate_stream", "slo_input", "target_input"]
+
+# The SLO alert's diagnosis and imbalance are those of the short burn window.
+SLO_VIEW_S = 300.0
 
 
 def diagnosis_config(
@@ -76,3 +87,100 @@ def evaluate_stream(
         ui_base_url=ui_base_url,
     )
     return diagnosis, stream_instance(window.target, window.model_name, fields, labels), flat
+
+
+def slo_input(status: SloStatus, view: FleetView, *, ui_base_url: str) -> Instance:
+    """The instance of one SLO on one fleet: its burn rates and budget, and the diagnosis
+    and imbalance of the fleet's short burn window (``view``, the last five minutes).
+
+    ``slo.attainment`` and ``slo.objective`` are the worst objective's over ``view``;
+    ``worst_replica`` the replica with the lowest attainment there; the hints put the
+    imbalance's first (when a replica is the outlier, routing is the fix), then the
+    diagnosis'.
+    """
+    spec = status.spec
+    counts = window_counts(view.fleet.window, spec)
+    ratios = {k: v for k, v in attainment(counts).items() if v is not None}
+    worst_objective = min(ratios, key=lambda k: ratios[k]) if ratios else None
+    worst: tuple[float, str] | None = None
+    for w in view.fleet.replicas:
+        r = [v for v in attainment(window_counts(w, spec)).values() if v is not None]
+        if r and (worst is None or min(r) < worst[0]):
+            worst = (min(r), w.target)
+    d = view.diagnosis
+    hints = [*view.imbalance.hints, *(h for h in d.hints if h not in view.imbalance.hints)]
+    fields: dict[str, Any] = {
+        "slo.name": spec.name,
+        "slo.target": spec.target,
+        "slo.period_s": spec.period_s,
+        **{f"slo.burn_rate_{w}": status.burn.get(w) for w in BURN_WINDOW_LABELS},
+        "slo.objective": burn_rate(counts, spec.target)[1] or worst_objective,
+        "slo.budget_remaining": status.budget.remaining,
+        "slo.attainment": ratios.get(worst_objective) if worst_objective else None,
+        "slo.error_share": counts.share("error"),
+        "fleet": status.key.name,
+        "model_name": status.key.model_name,
+        "replicas": float(len(view.fleet.replicas)),
+        "worst_replica": worst[1] if worst is not None and len(view.fleet.replicas) > 1 else None,
+        "imbalance": view.imbalance.summary,
+        "class": str(d.cls),
+        "sub_cause": None if d.sub_cause is None else str(d.sub_cause),
+        "confidence": d.confidence,
+        "summary": d.summary,
+        "hints": "\n".join(f"- {h.title}: {h.action}" for h in hints[:TOP_HINTS]) or None,
+        "hint_ids": [h.id for h in hints],
+        "ui_url": fleet_link(ui_base_url, status.key.model_name, status.end),
+    }
+    return slo_instance(spec.name, status.key.model_name, dict(status.key.labels), fields)
+
+
+class SloInputs:
+    """Every SLO's instance at a time: the tracker's burn rates and budget plus the
+    fleet's last five minutes, diagnosed. Shared by the service and replay (``source``
+    is the store, or a recording in memory)."""
+
+    def __init__(
+        self,
+        source: DeltaSource,
+        specs: Sequence[SloSpec],
+        slo: SloConfig,
+        *,
+        group_by: Sequence[str] = (),
+        latest_s: float = 60.0,
+        thresholds: ImbalanceThresholds = DEFAULT_THRESHOLDS,
+        ui_base_url: str,
+        tracker: SloTracker | None = None,
+        retention_s: float | None = None,
+    ) -> None:
+        self.source = source
+        self.slo = slo
+        self.thresholds = thresholds
+        self.ui_base_url = ui_base_url
+        self.tracker = tracker or SloTracker(
+            source, specs, group_by, latest_s=latest_s, retention_s=retention_s
+        )
+
+    def instances(
+        self,
+        end: float,
+        streams: Sequence[tuple[str, str]],
+        labels_of: Mapping[str, Mapping[str, str]],
+        *,
+        closed_until: float | None = None,
+    ) -> list[Instance]:
+        if not self.tracker.specs:
+            return []
+        statuses = self.tracker.evaluate(end, streams, labels_of, closed_until=closed_until)
+        out = []
+        for st in statuses:
+            view = fleet_view(
+                self.source,
+                st.key,
+                st.members,
+                start=end - SLO_VIEW_S,
+                end=end,
+                config=diagnosis_config(self.slo, st.key.name, st.key.model_name),
+                thresholds=self.thresholds,
+            )
+            out.append(slo_input(st, view, ui_base_url=self.ui_base_url))
+        return out

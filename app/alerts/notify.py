@@ -29,6 +29,7 @@ __all__ = [
     "WEBHOOK",
     "Receiver",
     "alertmanager_alert",
+    "error_kind",
     "post_json",
     "receivers_from_config",
     "rfc3339",
@@ -203,3 +204,19 @@ async def post_json(
     if resp.status_code >= 500 or resp.status_code == 429:
         return True, error
     return False, error
+
+
+def error_kind(error: str | None) -> str | None:
+    """The kind of a :func:`post_json` error, for health pages: ``timeout``, ``connect``
+    (refused, unreachable), ``http_5xx``, ``http_429``, ``http_4xx`` (and redirects),
+    ``transport`` (the connection broke mid-answer); None for no error."""
+    if error is None:
+        return None
+    if error == "timeout":
+        return "timeout"
+    if error.startswith("HTTP "):
+        code = error[5:8]
+        if code.startswith("5"):
+            return "http_5xx"
+        return "http_429" if code == "429" else "http_4xx"
+    return "connect" if error.startswith("ConnectError") else "transport"

@@ -24,17 +24,17 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
 
-from app.alerts.notify import Receiver, batch_body, post_json
+from app.alerts.notify import Receiver, batch_body, error_kind, post_json
 from app.store.sqlite import Store
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Outbox", "OutboxRow", "Sender", "backoff"]
+__all__ = ["Outbox", "OutboxRow", "ReceiverHealth", "Sender", "backoff"]
 
 BATCH_LIMIT = 500
 
@@ -62,6 +62,24 @@ class NewRow:
     fingerprint: str
     kind: str
     body: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverHealth:
+    """What the sender last heard from one receiver (this process only)."""
+
+    last_attempt: float | None = None
+    last_success: float | None = None
+    last_error: str | None = None
+    last_error_kind: str | None = None
+    last_error_at: float | None = None
+    failures: int = 0  # in a row
+
+    @property
+    def ok(self) -> bool:
+        return self.last_error_at is None or (
+            self.last_success is not None and self.last_success >= self.last_error_at
+        )
 
 
 def backoff(attempts: int, initial: float, maximum: float) -> float:
@@ -126,6 +144,13 @@ class Outbox:
                 [(next_attempt, error, i) for i in ids],
             )
 
+    def backlog(self) -> tuple[int, float | None]:
+        """Undelivered rows and the creation time of the oldest one."""
+        ((n, oldest),) = self.store.fetchall(
+            "SELECT COUNT(*), MIN(created) FROM outbox WHERE delivered IS NULL"
+        )
+        return int(n), None if oldest is None else float(oldest)
+
     def counts(self) -> dict[str, dict[str, int]]:
         """Rows per receiver and outcome (``pending`` for undelivered)."""
         rows = self.store.fetchall(
@@ -164,6 +189,7 @@ class Sender:
         self.clock = clock
         self.on_result = on_result
         self.blocked_until: dict[str, float] = {}
+        self.health: dict[str, ReceiverHealth] = {r.id: ReceiverHealth() for r in receivers}
         self._unknown_warned: set[str] = set()
 
     async def run_once(self, now: float | None = None) -> int:
@@ -199,6 +225,19 @@ class Sender:
 
     async def _post(self, receiver: Receiver, body: Any) -> tuple[bool, str | None]:
         retry, error = await post_json(self.client, receiver.post_url, body, timeout=self.timeout)
+        now = self.clock()
+        was = self.health.get(receiver.id, ReceiverHealth())
+        if error is None:
+            self.health[receiver.id] = replace(was, last_attempt=now, last_success=now, failures=0)
+        else:
+            self.health[receiver.id] = replace(
+                was,
+                last_attempt=now,
+                last_error=error,
+                last_error_kind=error_kind(error),
+                last_error_at=now,
+                failures=was.failures + 1,
+            )
         if self.on_result is not None:
             self.on_result(receiver, "sent" if error is None else "retry" if retry else "rejected")
         return retry, error

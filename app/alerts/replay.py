@@ -18,12 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from app.alerts.fields import ScrapeStatus
-from app.alerts.inputs import evaluate_stream, target_input
+from app.alerts.inputs import SloInputs, evaluate_stream, target_input
 from app.alerts.rules import Rule
 from app.alerts.state import Alert, Transition, evaluate
 from app.collector import TargetState, process
 from app.config import ScrapeConfig, SloConfig, TargetConfig
 from app.diagnose import Diagnosis
+from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds
+from app.fleet.slo import SloSpec
+from app.fleet.tracker import MemorySource
 from app.model import IntervalDelta
 from app.scrape.client import read_file
 from app.windows.aggregate import windows
@@ -34,6 +37,7 @@ __all__ = [
     "read_scrapes",
     "replay",
     "replay_alerts",
+    "replay_fleet",
     "replay_recording",
 ]
 
@@ -122,11 +126,17 @@ def replay(
     labels: dict[str, str] | None = None,
     ui_base_url: str = DEFAULT_UI_BASE_URL,
     resolved_retention: float = 900.0,
+    slos: Sequence[SloSpec] = (),
 ) -> Replay:
-    """Diagnose every window end of the recording and evaluate ``rules`` there."""
+    """Diagnose every window end of the recording and evaluate ``rules`` there.
+
+    With ``slos``, the SLO rules too, the recording's target being a fleet of one.
+    """
     slo = slo or SloConfig()
     labels = labels or {}
     target = scrapes.target
+    source = MemorySource({(target, m): ds for m, ds in scrapes.deltas.items()})
+    slo_inputs = SloInputs(source, slos, slo, latest_s=length, ui_base_url=ui_base_url)
     by_model = {
         model: {
             round(w.end, 6): w
@@ -173,9 +183,52 @@ def replay(
             )
             out.diagnoses.append(diagnosis)
             instances.append(inst)
+        instances.extend(slo_inputs.instances(end, source.streams(), {target: labels}))
         result = evaluate(rules, instances, end, prev, resolved_retention=resolved_retention)
         prev = result.alerts
         out.transitions.extend(result.transitions)
+    return out
+
+
+def replay_fleet(
+    recordings: Sequence[ReplayedScrapes],
+    rules: Sequence[Rule],
+    slos: Sequence[SloSpec],
+    *,
+    length: float = 60.0,
+    step: float = 15.0,
+    slo: SloConfig | None = None,
+    labels_of: dict[str, dict[str, str]] | None = None,
+    group_by: Sequence[str] = (),
+    thresholds: ImbalanceThresholds = DEFAULT_THRESHOLDS,
+    ui_base_url: str = DEFAULT_UI_BASE_URL,
+    resolved_retention: float = 900.0,
+) -> list[Transition]:
+    """The SLO rules of ``rules`` over several recordings replayed together as replicas
+    (one target each; a model's targets form a fleet), at the window ends of the
+    earliest recording's timeline. Time comes from the recordings."""
+    source = MemorySource({(rs.target, m): ds for rs in recordings for m, ds in rs.deltas.items()})
+    inputs = SloInputs(
+        source,
+        slos,
+        slo or SloConfig(),
+        group_by=group_by,
+        latest_s=length,
+        thresholds=thresholds,
+        ui_base_url=ui_base_url,
+    )
+    slo_rules = [r for r in rules if r.scope == "slo"]
+    start = min(rs.start for rs in recordings)
+    last = max(rs.end for rs in recordings)
+    prev: dict[str, Alert] = {}
+    out: list[Transition] = []
+    k = 0
+    while (end := start + length + k * step) <= last:
+        k += 1
+        instances = inputs.instances(end, source.streams(), labels_of or {})
+        result = evaluate(slo_rules, instances, end, prev, resolved_retention=resolved_retention)
+        prev = result.alerts
+        out.extend(result.transitions)
     return out
 
 

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 
 from app.alerts import expr as ex
-from app.alerts.fields import LABEL_PREFIX, field_type, known_names
+from app.alerts.fields import LABEL_PREFIX, SLO_ONLY_FIELDS, field_type, known_names
 from app.alerts.template import Template, TemplateError, parse_template
 
 __all__ = [
@@ -76,8 +76,10 @@ class RuleError(ValueError):
 class Rule:
     """One validated alerting rule.
 
-    ``scope`` is ``target`` when the condition reads only target fields (evaluated once
-    per target, also with no streams), else ``stream`` (once per target and model).
+    ``scope`` is ``slo`` when the condition reads an SLO field such as
+    ``slo.burn_rate_1h`` (evaluated once per SLO and fleet), ``target`` when it reads only
+    target fields (once per target, also with no streams), else ``stream`` (once per
+    target and model).
     """
 
     name: str
@@ -150,6 +152,8 @@ def _suggest(name: str) -> str:
 
 def _scope(condition: ex.Node) -> str:
     names = ex.names(condition)
+    if any(n.path in SLO_ONLY_FIELDS for n in names):
+        return "slo"
     if names and all(field_type(n.path, "target") is not None for n in names):
         return "target"
     return "stream"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -24,7 +25,7 @@ from app.alerts.outbox import Outbox, Sender
 from app.alerts.state import AlertState
 from app.collector import TargetState
 from app.config import Settings
-from app.store.sqlite import Store
+from app.store.sqlite import Store, error_kind
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,10 @@ class Alerting:
         """One evaluation round, off the event loop."""
         try:
             await asyncio.to_thread(self.engine.evaluate_once, time.time())
+        except sqlite3.Error as exc:
+            # Nothing was saved and the state did not move on: the next round redoes it.
+            log.warning("alert evaluation not saved (store %s: %s)", error_kind(exc), exc)
+            return
         except Exception:
             log.exception("alert evaluation failed")
             return
@@ -92,6 +97,11 @@ class Alerting:
         """Deliver what is due in the outbox."""
         try:
             await self.sender.run_once()
+        except sqlite3.Error as exc:
+            # A row sent but not marked goes out again: at least once, as documented.
+            log.warning(
+                "outbox: store %s (%s); delivery resumes when it is writable", error_kind(exc), exc
+            )
         except Exception:
             log.exception("outbox send failed")
 

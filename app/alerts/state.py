@@ -173,7 +173,8 @@ def alert_labels(rule: Rule, instance: Instance) -> dict[str, str]:
     labels.update(dict(rule.labels))
     labels["alertname"] = rule.name
     labels["severity"] = rule.severity
-    labels["target"] = instance.target
+    if instance.target:  # an SLO's alert is about a fleet, not one target
+        labels["target"] = instance.target
     if instance.model_name is not None:
         labels["model_name"] = instance.model_name
     return labels

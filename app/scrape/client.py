@@ -3,8 +3,9 @@
 Every outcome is a :class:`FetchResult`; nothing here raises for a bad target. Error
 kinds: ``refused`` (nothing listens), ``connect`` (other connection failures, DNS),
 ``timeout``, ``http_status`` (non-2xx), ``too_large`` (body over the cap, counted after
-gzip decoding so a compressed bomb is caught too), ``not_prometheus`` (decided by the
-caller after parsing), ``other``.
+gzip decoding so a compressed bomb is caught too), ``truncated`` (the connection closed
+before the body was complete: shorter than its Content-Length, or a broken chunked
+encoding), ``not_prometheus`` (decided by the caller after parsing), ``other``.
 """
 
 from __future__ import annotations
@@ -80,15 +81,23 @@ async def fetch(
                 )
             chunks: list[bytes] = []
             size = 0
-            async for chunk in resp.aiter_bytes():
-                size += len(chunk)
-                if size > max_bytes:
-                    return done(
-                        error_kind=ErrorKind.TOO_LARGE,
-                        error=f"page exceeds the {max_bytes}-byte cap",
-                        status=resp.status_code,
-                    )
-                chunks.append(chunk)
+            try:
+                async for chunk in resp.aiter_bytes():
+                    size += len(chunk)
+                    if size > max_bytes:
+                        return done(
+                            error_kind=ErrorKind.TOO_LARGE,
+                            error=f"page exceeds the {max_bytes}-byte cap",
+                            status=resp.status_code,
+                        )
+                    chunks.append(chunk)
+            except httpx.RemoteProtocolError as exc:
+                # The headers came, the body did not all come: a cut page, not a bad target.
+                return done(
+                    error_kind=ErrorKind.TRUNCATED,
+                    error=f"the body ended early: {exc}"[:300],
+                    status=resp.status_code,
+                )
             body = b"".join(chunks)
             return done(
                 text=body.decode("utf-8", errors="replace"), nbytes=size, status=resp.status_code

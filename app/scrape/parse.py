@@ -32,7 +32,15 @@ change. Three layers, each falling back to the next:
    histogram's buckets all share, so even a first scrape avoids a label scan per line.
 3. The careful parser, for new shapes, escapes, timestamps and odd spacing.
 Memory: about 0.8 kB per cached series and 130 kB per template for a 0.33.0 page; both
-maps are bounded (see ``LabelCache``).
+maps are bounded (see ``LabelCache``). Label pairs are shared between series (interned),
+so a template of a page whose series are all distinct (every target its own
+``model_name``) costs about the same.
+
+A scraper of many targets uses its own cache sized for the fleet (``max_templates`` above
+the number of targets, ``eager_templates``), so every target keeps its template even when
+the series cache cannot hold all of the fleet's series: with the default process-wide
+cache, 1,000 targets with distinct label values would keep evicting each other's series
+and never get a template (about 14 ms a page instead of 0.4 ms).
 """
 
 from __future__ import annotations
@@ -106,7 +114,7 @@ class ParseResult:
 class _Tables:
     """The cached series and shapes of one prefix (a key known here starts with it)."""
 
-    __slots__ = ("has_skips", "names", "series", "shapes")
+    __slots__ = ("has_skips", "names", "pairs", "series", "shapes")
 
     def __init__(self) -> None:
         """Start empty."""
@@ -114,7 +122,15 @@ class _Tables:
         # Metric names seen in valid samples → kept (True) or dropped `_created` (False).
         self.names: dict[str, bool] = {}
         self.shapes: dict[tuple[str, ...], Shape] = {}
+        # One shared object per distinct (label, value) pair: a page repeats each pair on
+        # many series (model_name on all of them), and templates keep the series alive.
+        self.pairs: dict[tuple[str, str], tuple[str, str]] = {}
         self.has_skips = False
+
+    def labels(self, pairs: Iterable[tuple[str, str]]) -> Labels:
+        """Return ``pairs`` as a labels tuple made of the shared pair objects."""
+        known = self.pairs.setdefault
+        return tuple([known(pair, pair) for pair in pairs])
 
 
 class LabelCache:
@@ -122,15 +138,33 @@ class LabelCache:
 
     Series repeat every scrape, so one cache per process (or per target) turns parsing
     into lookups. Past ``max_entries`` a map is emptied rather than evicted entry by
-    entry: cheap, and a thrashing cache only costs the first-scrape speed.
+    entry: cheap, and a thrashing cache only costs the first-scrape speed (the series
+    map is emptied alone; the few shapes and names that make a miss cheap stay). Past
+    ``max_templates`` the least recently used page layout is dropped.
+
+    ``eager_templates``: keep a template of a page whose series were not all cached yet
+    (a first scrape, or a series map too small for the fleet) rather than waiting for a
+    page whose series all were. Right for a scraper, whose pages come back every round;
+    a reader of one-off pages leaves it off and builds templates only for layouts seen
+    at least twice.
     """
 
-    __slots__ = ("comments", "max_entries", "max_templates", "tables", "templates")
+    __slots__ = (
+        "comments",
+        "eager_templates",
+        "max_entries",
+        "max_templates",
+        "tables",
+        "templates",
+    )
 
-    def __init__(self, max_entries: int = 100_000, max_templates: int = 256) -> None:
+    def __init__(
+        self, max_entries: int = 100_000, max_templates: int = 256, *, eager_templates: bool = False
+    ) -> None:
         """Create an empty cache: ``max_entries`` per map, ``max_templates`` page layouts."""
         self.max_entries = max_entries
         self.max_templates = max_templates
+        self.eager_templates = eager_templates
         self.tables: dict[str | None, _Tables] = {}
         self.comments: dict[str, Comment | None] = {}
         self.templates: dict[tuple[str | None, int, str], _Template] = {}
@@ -143,16 +177,23 @@ class LabelCache:
 
     def keep_template(self, probe: tuple[str | None, int, str], template: _Template) -> None:
         """Remember the layout of a page (about 130 kB for a 0.33.0 page)."""
-        if len(self.templates) >= self.max_templates and probe not in self.templates:
-            self.templates.clear()
-        self.templates[probe] = template
+        templates = self.templates
+        templates.pop(probe, None)
+        while templates and len(templates) >= self.max_templates:
+            del templates[next(iter(templates))]  # the least recently used
+        templates[probe] = template
 
     def tables_for(self, prefix: str | None) -> _Tables:
         """Return the tables of ``prefix``, emptying any map that outgrew the bound."""
         tables = self.tables.get(prefix)
-        if tables is None or len(tables.series) > self.max_entries:
+        if tables is None:
             tables = self.tables[prefix] = _Tables()
-        elif len(tables.shapes) > self.max_entries or len(tables.names) > self.max_entries:
+        if len(tables.series) > self.max_entries:
+            tables.series.clear()
+            tables.has_skips = False
+        if len(tables.pairs) > self.max_entries:
+            tables.pairs.clear()
+        if len(tables.shapes) > self.max_entries or len(tables.names) > self.max_entries:
             tables.shapes.clear()
             tables.names.clear()
         if len(self.comments) > self.max_entries:
@@ -185,8 +226,10 @@ def parse(
         text = text.replace("\r\n", "\n")
     lines = text.split("\n")
     probe = _probe(prefix, lines)
-    template = cache.templates.get(probe)
+    templates = cache.templates
+    template = templates.pop(probe, None)
     if template is not None:
+        templates[probe] = template  # now the most recently used
         result = template.apply(lines)
         if result is not None:
             return result
@@ -194,9 +237,9 @@ def parse(
     samples = page.run(lines)
     cut = page.errors > 0 and _last_line_is_bad(lines, prefix)
     result = ParseResult(samples, page.types, page.errors, cut, page.helps, page.skipped)
-    if page.clean and not page.learned and cache.max_templates > 0:
-        # Only a page whose series were all known: a first scrape stays as cheap as it
-        # can be, and the template comes with the second.
+    if page.clean and (cache.eager_templates or not page.learned) and cache.max_templates > 0:
+        # By default only a page whose series were all known: a first scrape stays as
+        # cheap as it can be, and the template comes with the second.
         cache.keep_template(probe, _Template(page, result))
     return result
 
@@ -342,7 +385,7 @@ class _Page:
         if order is not None:
             values = [values[i] for i in order]
         # The shape fixes how many values there are, so zip needs no length check.
-        return name, tuple(zip(label_names, values, strict=False))
+        return name, tables.labels(zip(label_names, values, strict=False))
 
     def _learn_name(self, name: str) -> bool | None:
         """Check a metric name against the rules and the prefix; remember if it is kept."""
@@ -398,6 +441,8 @@ class _Page:
             return None  # a prefix reaching into the labels, e.g. "vllm:x{": nothing kept
         self.learned += 1
         tables = self.tables
+        if isinstance(entry, tuple) and entry[1]:
+            entry = (entry[0], tables.labels(entry[1]))
         tables.series[key] = entry
         tables.names[name] = not name.endswith("_created")
         brace = len(name)
@@ -479,7 +524,7 @@ class _Template:
             entry is None or (entry is _SKIP and series.get(key) is not _SKIP)
             for (key, _, _), entry in zip(page.original, entries, strict=True)
         ]
-        starts = [slice(len(prefix), None) for prefix in self.prefixes]
+        starts = list(map(_slice_from, map(len, self.prefixes)))
         self.kept_slices = list(compress(starts, self.kept))
         self.fixed_slices = list(compress(starts, self.fixed))
         self.fixed_tails = list(compress(map(_VALUE, page.original), self.fixed))
@@ -512,6 +557,19 @@ class _Template:
         samples = list(map(tuple.__new__, repeat(Sample), rows))
         types, helps = self.types.copy(), self.helps.copy()
         return ParseResult(samples, types, self.errors, self.cut, helps, self.skipped)
+
+
+def _slice_from(start: int) -> slice:
+    """``slice(start, None)``, one shared object per start (templates hold hundreds each)."""
+    cut = _SLICES.get(start)
+    if cut is None:
+        cut = slice(start, None)
+        if start < 4096:
+            _SLICES[start] = cut
+    return cut
+
+
+_SLICES: dict[int, slice] = {}
 
 
 def _probe(prefix: str | None, lines: list[str]) -> tuple[str | None, int, str]:

@@ -47,6 +47,7 @@ class Slo:
 
     ttft_s: float = 2.0
     itl_s: float = 0.1
+    tpot_s: float | None = None  # per-request goodput truth; None: the ITL SLO
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +149,7 @@ def resolve(tree: dict[str, Any]) -> SimConfig:
     physics.validate()
     engine: EngineConfig = _record(EngineConfig, _section(tree, "engine"), "engine")
     slo: Slo = _record(Slo, _section(tree, "slo"), "slo")
-    if slo.ttft_s <= 0 or slo.itl_s <= 0:
+    if slo.ttft_s <= 0 or slo.itl_s <= 0 or (slo.tpot_s is not None and slo.tpot_s <= 0):
         raise SimConfigError("SLOs must be positive")
     _check_engine(engine)
     if engine.num_gpu_blocks_override is not None:

@@ -50,7 +50,9 @@ class Replica:
         self.rng_arrival = random.Random(seed * 2 + 1)
         self.rng_request = random.Random(seed * 2 + 2)
         self.on_interval = on_interval
-        self.truth = Accountant(INTERVAL_S, cfg.slo.ttft_s, cfg.slo.itl_s, self._closed)
+        self.truth = Accountant(
+            INTERVAL_S, cfg.slo.ttft_s, cfg.slo.itl_s, self._closed, cfg.slo.tpot_s
+        )
         self.now = 0.0
         self.next_arrival = self._draw(0.0)
         self.pending_end = -1.0
@@ -115,7 +117,7 @@ class Replica:
             self.cfg = cfg
             self.physics = cfg.build_physics()
             self.sched.configure(cfg.engine)
-            self.truth.set_slo(cfg.slo.ttft_s, cfg.slo.itl_s)
+            self.truth.set_slo(cfg.slo.ttft_s, cfg.slo.itl_s, cfg.slo.tpot_s)
 
     def _closed(self, acct: Account, verdict: Verdict) -> None:
         m = self.metrics
@@ -279,7 +281,9 @@ class Replica:
         m.prefill.observe(r.first_token - r.first_sched)
         m.decode.observe(decode)
         m.inference.observe(t - r.first_sched)
-        m.tpot.observe(decode / (r.nout - 1) if r.nout > 1 else 0.0)
+        tpot = decode / (r.nout - 1) if r.nout > 1 else 0.0
+        m.tpot.observe(tpot)
+        self.truth.finished(r.first_token - r.arrival, tpot)
         m.req_prompt_tokens.observe(r.prompt_len)
         m.req_gen_tokens.observe(r.nout)
         m.req_max_gen_tokens.observe(r.max_tokens)

@@ -22,7 +22,10 @@ SLO judgements (p99 over SLO <=> more than 1 % of the judged items are over it):
   without a first token (so a queue that serves nobody is still seen), else as "ok" at its
   first token;
 * ITL: every inter-token gap is judged at the token; gaps that end a preemption
-  stall (recompute) are counted apart.
+  stall (recompute) are counted apart;
+* per request, when it finishes (for SLO attainment and goodput, not for the class):
+  ``tpot_ok`` its time per output token is within the TPOT SLO (``slo.tpot_s``, default
+  the ITL SLO), ``good`` its TTFT and its TPOT both are (DistServe's goodput).
 
 ``classify`` (first match wins):
 
@@ -63,6 +66,8 @@ ADDITIVE = (
     "itl_over",
     "itl_stall_over",
     "itl_sum_s",
+    "tpot_ok",
+    "good",
     "rs_slot",
     "rs_kv",
     "rs_prefill",
@@ -93,6 +98,8 @@ class Account:
     itl_over: int = 0
     itl_stall_over: int = 0
     itl_sum_s: float = 0.0
+    tpot_ok: int = 0
+    good: int = 0
     rs_slot: float = 0.0
     rs_kv: float = 0.0
     rs_prefill: float = 0.0
@@ -216,18 +223,21 @@ class Accountant:
         ttft_slo_s: float,
         itl_slo_s: float,
         on_close: Callable[[Account, Verdict], None],
+        tpot_slo_s: float | None = None,
     ) -> None:
         self.interval = interval_s
         self.ttft_slo = ttft_slo_s
         self.itl_slo = itl_slo_s
+        self.tpot_slo = itl_slo_s if tpot_slo_s is None else tpot_slo_s
         self.on_close = on_close
         self.k = 0
         self.boundary = interval_s
         self.cur = _Open(Account(0.0, interval_s))
         self.deadlines: deque[tuple[float, Request]] = deque()
 
-    def set_slo(self, ttft_s: float, itl_s: float) -> None:
+    def set_slo(self, ttft_s: float, itl_s: float, tpot_s: float | None = None) -> None:
         self.ttft_slo, self.itl_slo = ttft_s, itl_s
+        self.tpot_slo = itl_s if tpot_s is None else tpot_s
 
     def _close(self) -> None:
         b = self.boundary
@@ -289,6 +299,13 @@ class Accountant:
         if ttft <= self.ttft_slo:
             a.ttft_ok += 1
         self.cur.ttft.append((ttft, 1))
+
+    def finished(self, ttft: float, tpot: float) -> None:
+        """A request finished: judge its TTFT and TPOT against the SLOs, together."""
+        a = self.cur.acct
+        tpot_ok = tpot <= self.tpot_slo
+        a.tpot_ok += tpot_ok
+        a.good += tpot_ok and ttft <= self.ttft_slo
 
     def itl(self, gap: float, n: int, stall: bool) -> None:
         a = self.cur.acct

@@ -3,6 +3,10 @@
 One connection guarded by a lock; callers on the event loop hand work to a thread.
 Schema changes are numbered migrations applied in order and recorded in
 ``PRAGMA user_version``, so an older file is upgraded in place and a newer one refused.
+
+A failed write raises the ``sqlite3.Error`` it got (the transaction rolled back) and is
+remembered for :meth:`Store.health` with its kind (:func:`error_kind`: ``read_only``,
+``full``, ``busy``, ``io``, ``corrupt``, ``other``) until a later write succeeds.
 """
 
 from __future__ import annotations
@@ -10,6 +14,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -133,6 +138,39 @@ class StoreError(RuntimeError):
     """The store file cannot be used (newer schema, not a database, …)."""
 
 
+_ERROR_KINDS = (
+    ("SQLITE_READONLY", "read_only"),
+    ("SQLITE_FULL", "full"),
+    ("SQLITE_BUSY", "busy"),
+    ("SQLITE_LOCKED", "busy"),
+    ("SQLITE_IOERR", "io"),
+    ("SQLITE_CORRUPT", "corrupt"),
+    ("SQLITE_NOTADB", "corrupt"),
+)
+
+
+def error_kind(exc: BaseException) -> str:
+    """What a store error means for an operator: ``read_only``, ``full``, ``busy``, ``io``,
+    ``corrupt`` or ``other`` (from SQLite's result code, extended codes included)."""
+    name = getattr(exc, "sqlite_errorname", None) or ""
+    for prefix, kind in _ERROR_KINDS:
+        if name.startswith(prefix):
+            return kind
+    return "other"
+
+
+@dataclass(frozen=True, slots=True)
+class StoreHealth:
+    """Whether the latest write got through; the last failure and when it happened."""
+
+    ok: bool
+    error_kind: str | None
+    last_error: str | None
+    last_error_at: float | None
+    last_write_ok: float | None
+    failed_writes: int
+
+
 class Store:
     """Repository over one SQLite file."""
 
@@ -151,6 +189,9 @@ class Store:
         self._layouts: dict[tuple[float, ...], int] = {}
         self._bounds: dict[int, tuple[float, ...]] = {}
         self._streams: dict[tuple[str, str], int] = {}
+        self._last_ok: float | None = None
+        self._last_error: tuple[float, str, str] | None = None  # (at, kind, message)
+        self._failed_writes = 0
         self._load_caches()
 
     # -- schema ---------------------------------------------------------------------------
@@ -203,6 +244,36 @@ class Store:
             self._streams[(target, model_name)] = sid
         return sid
 
+    # -- write health -----------------------------------------------------------------------
+    def _rollback(self, exc: BaseException) -> None:
+        """Roll back after a failed write (under the lock) and remember a store error.
+
+        SQLite rolls back by itself after some errors (``SQLITE_FULL``, ``SQLITE_IOERR``…);
+        a second ROLLBACK would then raise "no transaction is active" and hide the cause.
+        """
+        if self._db.in_transaction:
+            self._db.execute("ROLLBACK")
+        if isinstance(exc, sqlite3.Error):
+            self._failed_writes += 1
+            self._last_error = (time.time(), error_kind(exc), str(exc)[:300])
+
+    def _wrote(self) -> None:
+        self._last_ok = time.time()
+
+    def health(self) -> StoreHealth:
+        """The write path's health: ok unless the latest write failed."""
+        with self._lock:
+            err, last_ok = self._last_error, self._last_ok
+            ok = err is None or (last_ok is not None and last_ok >= err[0])
+            return StoreHealth(
+                ok=ok,
+                error_kind=None if ok or err is None else err[1],
+                last_error=None if err is None else err[2],
+                last_error_at=None if err is None else err[0],
+                last_write_ok=last_ok,
+                failed_writes=self._failed_writes,
+            )
+
     # -- generic access for the repositories of other aggregates ----------------------------
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -211,10 +282,11 @@ class Store:
             self._db.execute("BEGIN")
             try:
                 yield self._db
-            except BaseException:
-                self._db.execute("ROLLBACK")
+                self._db.execute("COMMIT")
+            except BaseException as exc:
+                self._rollback(exc)
                 raise
-            self._db.execute("COMMIT")
+            self._wrote()
 
     def fetchall(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         """Run a read query under the store's lock."""
@@ -265,27 +337,33 @@ class Store:
                     [(t, s.model_name, ts, encode_stream(s)) for t, ts, s in snapshots],
                 )
                 self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
+            except BaseException as exc:
+                self._rollback(exc)
                 raise
+            self._wrote()
 
     def enforce_retention(self, now: float, retention_s: float) -> int:
         """Drop intervals and scrape rows older than the retention; return rows removed."""
         cutoff = now - retention_s
         with self._lock:
             removed = 0
-            for table, column in (
-                ("intervals", "end_ts"),
-                ("scrapes", "ts"),
-                ("diagnoses", "end_ts"),
-                ("alert_history", "at"),
-                ("silences", "ends_at"),
-            ):
-                cur = self._db.execute(f"DELETE FROM {table} WHERE {column} < ?", (cutoff,))
-                removed += int(cur.rowcount)
-            cur = self._db.execute(
-                "DELETE FROM outbox WHERE delivered IS NOT NULL AND delivered < ?", (cutoff,)
-            )
+            try:
+                for table, column in (
+                    ("intervals", "end_ts"),
+                    ("scrapes", "ts"),
+                    ("diagnoses", "end_ts"),
+                    ("alert_history", "at"),
+                    ("silences", "ends_at"),
+                ):
+                    cur = self._db.execute(f"DELETE FROM {table} WHERE {column} < ?", (cutoff,))
+                    removed += int(cur.rowcount)
+                cur = self._db.execute(
+                    "DELETE FROM outbox WHERE delivered IS NOT NULL AND delivered < ?", (cutoff,)
+                )
+            except sqlite3.Error as exc:
+                self._rollback(exc)
+                raise
+            self._wrote()
             return removed + int(cur.rowcount)
 
     # -- reads ----------------------------------------------------------------------------

@@ -28,6 +28,15 @@ when summed over a range (without its extrapolation to the range edges):
   needs two samples. Override with ``new_series_from_zero``.
 * **A series present in ``prev`` but not in ``cur``** yields nothing; ``cur.missing``
   (copied to ``IntervalDelta.missing``) is where the scrape layer reports it.
+* **An engine that left.** Engines are folded into the stream before deltas are taken
+  (``app.scrape.normalize``), so when an engine disappears (``engines`` of ``cur`` lacks
+  one of ``prev``) its counts leave the folded sums: a fall is then no restart, and the
+  remaining engines' increase cannot be told from it. Such a signal is left out of this
+  interval (its value becomes the next baseline) and the interval is marked ``reset``;
+  counting the current value, as for a restart, would add every remaining engine's whole
+  history to one interval. Signals that did not fall are taken as usual (they may miss
+  what the leaving engine had added since the previous scrape). An engine that joins
+  counts from zero like any new series, which is what a new engine process does.
 
 Per-bucket increments are stored sparse: only non-zero ones, keyed by bucket index
 (``len(bounds)`` is the ``+Inf`` bucket).
@@ -139,6 +148,7 @@ def interval_delta(
     full current value; by default they do when ``prev`` carried any series at all.
     """
     from_zero = _has_series(prev) if new_series_from_zero is None else new_series_from_zero
+    engine_left = bool(prev.engines) and not prev.engines.keys() <= cur.engines.keys()
     reset = False
     histograms: dict[str, HistogramDelta] = {}
     for name, h in cur.histograms.items():
@@ -147,8 +157,10 @@ def interval_delta(
             _check(name, h)
             continue
         hd, was_reset = histogram_delta(before, h)
-        histograms[name] = hd
         reset = reset or was_reset
+        if was_reset and engine_left and before is not None and before.bounds == h.bounds:
+            continue
+        histograms[name] = hd
     counters: dict[str, float] = {}
     for name, value in cur.counters.items():
         if name not in prev.counters:
@@ -157,8 +169,9 @@ def interval_delta(
             continue
         before_value = prev.counters[name]
         if value < before_value:
-            counters[name] = value
             reset = True
+            if not engine_left:
+                counters[name] = value
         else:
             counters[name] = value - before_value
     return IntervalDelta(

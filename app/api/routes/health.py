@@ -1,7 +1,8 @@
-"""``/healthz`` and the service's own ``/metrics``."""
+"""``/healthz``, the component health page and the service's own ``/metrics``."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from fastapi import APIRouter, Response
@@ -20,7 +21,15 @@ def healthz(service: ServiceDep) -> dict[str, Any]:
         "targets": len(service.collector.states),
         "rounds": service.collector.rounds,
         "schema_version": service.store.schema_version,
+        "components": service.components(time.time())["status"],
     }
+
+
+@router.get("/api/v1/health/components", tags=["health"])
+def components(service: ServiceDep) -> dict[str, Any]:
+    """The store (write errors by kind), the outbox backlog, each receiver's last error
+    kind and a summary of target health; ``status`` is ``degraded`` when one fails."""
+    return service.components(time.time())
 
 
 @router.get("/metrics", tags=["health"])

@@ -1,0 +1,103 @@
+"""``GET /api/v1/fleets``: replicas of one model summed, their imbalance and SLO figures."""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, HTTPException, Path, Query
+
+from app.api.deps import ServiceDep
+from app.diagnose import DiagnosisConfig
+from app.fleet.aggregate import FleetKey
+from app.fleet.queries import find_fleet, fleet_view, fleet_views, fleets
+from app.fleet.slo import SloSpec
+from app.fleet.specs import imbalance_thresholds, slo_specs
+from app.fleet.tracker import matches
+from app.queries import QueryError
+from app.service import Service
+
+router = APIRouter(tags=["fleets"])
+
+
+def _groups(service: Service) -> dict[FleetKey, list[str]]:
+    labels_of = {t.name: dict(t.labels) for t in service.settings.targets}
+    return fleets(service.store.streams(), labels_of, service.settings.fleet.group_by)
+
+
+def _config(service: Service) -> DiagnosisConfig:
+    return service.diagnosis_config
+
+
+def _slos(service: Service, key: FleetKey, members: list[str]) -> list[SloSpec]:
+    """The SLOs that select any of the fleet's replicas."""
+    labels_of = {t.name: dict(t.labels) for t in service.settings.targets}
+    return [
+        spec
+        for spec in slo_specs(service.settings)
+        if key.model_name not in spec.exclude_models
+        and any(matches(spec.selector, key.model_name, labels_of.get(t, {})) for t in members)
+    ]
+
+
+@router.get("/fleets")
+def list_fleets(service: ServiceDep) -> list[dict[str, Any]]:
+    """Every fleet (model, and ``fleet.group_by`` labels) with its replicas and its latest
+    window: summed percentiles, imbalance, diagnosis and SLO attainment."""
+    end = time.time()
+    length = service.settings.window.length
+    out = []
+    for key, members in _groups(service).items():
+        view = fleet_view(
+            service.store,
+            key,
+            members,
+            start=end - length,
+            end=end,
+            config=_config(service),
+            thresholds=imbalance_thresholds(service.settings.fleet.imbalance),
+        )
+        out.append(
+            {
+                **key.to_dict(),
+                "members": members,
+                "latest": view.to_dict(_slos(service, key, members)),
+            }
+        )
+    return out
+
+
+@router.get("/fleets/{name:path}/windows")
+def fleet_windows(
+    service: ServiceDep,
+    name: Annotated[str, Path(description="fleet name: the model_name, or model{label=value}")],
+    start: Annotated[float | None, Query(description="Unix seconds; default end - 1 h")] = None,
+    end: Annotated[float | None, Query(description="Unix seconds; default now")] = None,
+    window: Annotated[float | None, Query(gt=0, description="window length, seconds")] = None,
+    step: Annotated[float | None, Query(gt=0, description="step between windows, seconds")] = None,
+) -> list[dict[str, Any]]:
+    """One object per window, oldest first: the fleet's fields (as ``/windows``), its
+    diagnosis, imbalance, SLO attainment and goodput, and every replica's window."""
+    try:
+        key, members = find_fleet(_groups(service), name)
+    except KeyError:
+        raise HTTPException(404, f"unknown fleet {name!r}") from None
+    cfg = service.settings.window
+    end_ts = time.time() if end is None else end
+    start_ts = end_ts - 3600.0 if start is None else start
+    try:
+        views = fleet_views(
+            service.store,
+            key,
+            members,
+            start=start_ts,
+            end=end_ts,
+            length=window or cfg.length,
+            step=step or cfg.step,
+            config=_config(service),
+            thresholds=imbalance_thresholds(service.settings.fleet.imbalance),
+        )
+    except QueryError as exc:
+        raise HTTPException(422, str(exc)) from exc
+    slos = _slos(service, key, members)
+    return [v.to_dict(slos) for v in views]

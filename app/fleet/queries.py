@@ -1,0 +1,183 @@
+"""The fleet read side shared by the API and the UI: stored deltas → fleet windows → JSON.
+
+Window ends are multiples of ``step`` (as in ``app.queries.stream_windows``), and every
+replica is windowed over exactly the same ``(end − length, end]``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
+from app.fleet.aggregate import FleetKey, FleetWindow, fleet_window, group_streams
+from app.fleet.imbalance import Imbalance, ImbalanceThresholds, find_imbalance
+from app.fleet.slo import SloSpec, attainment, goodput, window_counts
+from app.fleet.tracker import DeltaSource
+from app.model import Window
+from app.queries import MAX_WINDOWS, QueryError, window_to_dict
+from app.windows.aggregate import window, windows
+
+__all__ = [
+    "FleetView",
+    "fleet_view",
+    "fleet_views",
+    "find_fleet",
+    "fleets",
+    "slo_view",
+]
+
+
+def fleets(
+    streams: Sequence[tuple[str, str]],
+    labels_of: Mapping[str, Mapping[str, str]],
+    group_by: Sequence[str] = (),
+) -> dict[FleetKey, list[str]]:
+    """Every fleet and its member targets."""
+    return group_streams(streams, labels_of, group_by)
+
+
+def find_fleet(groups: Mapping[FleetKey, list[str]], name: str) -> tuple[FleetKey, list[str]]:
+    """A fleet by its name (``llama``, ``llama{cluster=eu-1}``); KeyError when unknown."""
+    for key, members in groups.items():
+        if key.name == name:
+            return key, members
+    raise KeyError(name)
+
+
+class FleetView:
+    """One fleet window with its diagnosis and imbalance (what the API and UI show)."""
+
+    __slots__ = ("fleet", "diagnosis", "imbalance")
+
+    def __init__(self, fleet: FleetWindow, diagnosis: Diagnosis, imbalance: Imbalance) -> None:
+        self.fleet = fleet
+        self.diagnosis = diagnosis
+        self.imbalance = imbalance
+
+    def to_dict(self, slos: Sequence[SloSpec] = ()) -> dict[str, Any]:
+        fw = self.fleet
+        out = window_to_dict(fw.window)
+        out["fleet"] = fw.key.name
+        out["labels"] = dict(fw.key.labels)
+        out["replicas_up"] = len(fw.replicas)
+        out["absent"] = list(fw.absent)
+        out["notes"] = [
+            *fw.notes,
+            "running_max and waiting_max add the replicas' maxima: an upper bound",
+            "kv_avg is the mean of the replicas' averages, kv_max the highest replica's",
+        ]
+        out["diagnosis"] = {
+            "class": str(self.diagnosis.cls),
+            "sub_cause": None
+            if self.diagnosis.sub_cause is None
+            else str(self.diagnosis.sub_cause),
+            "confidence": self.diagnosis.confidence,
+            "summary": self.diagnosis.summary,
+            "hints": [h.to_dict() for h in self.diagnosis.hints[:3]],
+        }
+        out["imbalance"] = self.imbalance.to_dict()
+        out["slo"] = [_slo_block(fw.window, spec) for spec in slos]
+        out["replicas"] = [_replica(w, slos, self.imbalance) for w in fw.replicas]
+        return out
+
+
+def _replica(w: Window, slos: Sequence[SloSpec], imbalance: Imbalance) -> dict[str, Any]:
+    out = window_to_dict(w)
+    out["flagged"] = w.target in imbalance.flagged
+    out["slo"] = [_slo_block(w, spec) for spec in slos]
+    return out
+
+
+def _slo_block(w: Window, spec: SloSpec) -> dict[str, Any]:
+    counts = window_counts(w, spec)
+    seconds = w.covered if w.covered > 0 else w.end - w.start
+    return {
+        "slo": spec.name,
+        "attainment": attainment(counts),
+        "interpolated": sorted(k for k, t in counts.tallies.items() if t.interpolated),
+        "error_share": counts.share("error"),
+        "abort_share": counts.share("abort"),
+        "goodput": goodput(counts, spec, seconds).to_dict(),
+        "counts": counts.to_dict(),
+    }
+
+
+def slo_view(w: Window, spec: SloSpec) -> dict[str, Any]:
+    """Attainment, error/abort share and goodput of one window for one SLO."""
+    return _slo_block(w, spec)
+
+
+def _view(
+    key: FleetKey,
+    members: Sequence[Window],
+    start: float,
+    end: float,
+    config: DiagnosisConfig,
+    thresholds: ImbalanceThresholds,
+) -> FleetView:
+    fw = fleet_window(key, members, start=start, end=end)
+    return FleetView(fw, diagnose(fw.window, config), find_imbalance(fw.replicas, thresholds))
+
+
+def fleet_view(
+    source: DeltaSource,
+    key: FleetKey,
+    members: Sequence[str],
+    *,
+    start: float,
+    end: float,
+    config: DiagnosisConfig,
+    thresholds: ImbalanceThresholds,
+) -> FleetView:
+    """The fleet over ``(start, end]``, diagnosed, with its imbalance."""
+    ws = [
+        window(
+            source.intervals(t, key.model_name, start, end),
+            start=start,
+            end=end,
+            target=t,
+            model_name=key.model_name,
+        )
+        for t in members
+    ]
+    return _view(key, ws, start, end, config, thresholds)
+
+
+def fleet_views(
+    source: DeltaSource,
+    key: FleetKey,
+    members: Sequence[str],
+    *,
+    start: float,
+    end: float,
+    length: float,
+    step: float,
+    config: DiagnosisConfig,
+    thresholds: ImbalanceThresholds,
+) -> list[FleetView]:
+    """Fleet windows of ``length`` ending every ``step`` in ``(start, end]``, oldest first."""
+    if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
+        raise QueryError("end must be after start")
+    if length <= 0 or step <= 0:
+        raise QueryError("window and step must be positive")
+    if (end - start) / step > MAX_WINDOWS:
+        raise QueryError(f"more than {MAX_WINDOWS} windows: use a larger step")
+    first_end = min((math.floor(start / step) + 1) * step, end)
+    per_member = [
+        windows(
+            source.intervals(t, key.model_name, first_end - length, end),
+            start=first_end - length,
+            end=end,
+            length=length,
+            step=step,
+            target=t,
+            model_name=key.model_name,
+        )
+        for t in members
+    ]
+    out = []
+    for ws in zip(*per_member, strict=True):
+        out.append(_view(key, ws, ws[0].start, ws[0].end, config, thresholds))
+    return out

@@ -1,0 +1,448 @@
+"""Burn rates and budgets of every SLO, cheaply, every evaluation.
+
+A burn rate over ``w`` ending at ``end`` is the SLO's counts (``app.fleet.slo``) over
+``(end − w, end]``, summed over the fleet's replicas — like
+``sum(rate(bad[w])) / sum(rate(total[w]))`` at ``end``. Counts are additive, so they are
+kept per stream in aligned **5-minute chunks** ``(k·300, (k+1)·300]`` (an interval delta
+belongs to the chunk containing its end, as it belongs to the window containing it) and
+in **whole hours** of chunks. A range is then: the deltas of its two partial chunks, read
+from the source, plus cached chunks and hours. A chunk is cached once it is *closed*
+(ends before ``closed_until``: no delta can still arrive for it).
+
+Burn windows (``BURN_WINDOWS``, up to a day) are exact. The budget's period (30 days by
+default) starts at the first whole hour inside it (and inside the history the source
+can hold: the store's retention), and is filled ``fill_chunks`` chunks per
+stream per evaluation, newest first, so a restart never stalls on a month of history;
+until it is complete the budget says how much it covers (``Budget.covered_s``, the
+``budget_from`` time). Chunks older than a day are kept only as hours.
+
+Pure apart from reading deltas through :class:`DeltaSource` (the store, or a recording in
+memory); time is passed in.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from app.fleet.aggregate import FleetKey, fleet_key
+from app.fleet.slo import (
+    Budget,
+    SloCounts,
+    SloSpec,
+    attainment,
+    budget,
+    burn_rate,
+    delta_counts,
+)
+from app.model import IntervalDelta
+
+__all__ = [
+    "BURN_WINDOWS",
+    "CountCache",
+    "DeltaSource",
+    "MemorySource",
+    "SloStatus",
+    "SloTracker",
+    "matches",
+]
+
+CHUNK_S = 300.0
+HOUR = 12  # chunks per hour
+BURN_WINDOWS: tuple[tuple[str, float], ...] = (
+    ("5m", 300.0),
+    ("30m", 1800.0),
+    ("1h", 3600.0),
+    ("2h", 7200.0),
+    ("6h", 21600.0),
+    ("1d", 86400.0),
+)
+KEEP_CHUNKS_S = 86400.0 + 2 * 3600.0
+FILL_CHUNKS = 576  # two days of chunks per stream per evaluation
+
+
+class DeltaSource(Protocol):
+    """Where interval deltas come from: ``Store`` has this method."""
+
+    def intervals(
+        self, target: str, model_name: str, start: float, end: float
+    ) -> list[IntervalDelta]: ...
+
+
+class MemorySource:
+    """Deltas held in memory (a recording being replayed), per (target, model_name)."""
+
+    def __init__(self, deltas: Mapping[tuple[str, str], Sequence[IntervalDelta]]) -> None:
+        self._deltas = {k: sorted(v, key=lambda d: d.end) for k, v in deltas.items()}
+        self._ends = {k: [d.end for d in v] for k, v in self._deltas.items()}
+
+    def intervals(
+        self, target: str, model_name: str, start: float, end: float
+    ) -> list[IntervalDelta]:
+        ends = self._ends.get((target, model_name))
+        if not ends:
+            return []
+        lo = bisect.bisect_right(ends, start)
+        hi = bisect.bisect_right(ends, end)
+        return self._deltas[(target, model_name)][lo:hi]
+
+    def streams(self) -> list[tuple[str, str]]:
+        return sorted(self._deltas)
+
+    def earliest(self) -> float | None:
+        """The start of the oldest delta held (nothing older exists)."""
+        starts = [v[0].start for v in self._deltas.values() if v]
+        return min(starts) if starts else None
+
+
+Stream = tuple[str, str]
+
+
+class CountCache:
+    """SLO counts per stream in closed 5-minute chunks and whole hours, for one SLO key."""
+
+    def __init__(self, source: DeltaSource, spec: SloSpec, chunk_s: float = CHUNK_S) -> None:
+        self.source = source
+        self.spec = spec
+        self.chunk_s = chunk_s
+        self.chunks: dict[Stream, dict[int, SloCounts]] = {}
+        self.hours: dict[Stream, dict[int, SloCounts]] = {}
+
+    def _read(self, stream: Stream, start: float, end: float) -> SloCounts:
+        if end <= start:
+            return SloCounts()
+        return delta_counts(self.source.intervals(stream[0], stream[1], start, end), self.spec)
+
+    def _load(self, stream: Stream, k0: int, k1: int) -> None:
+        """Read chunks ``k0 .. k1-1`` in one go and cache each (empty ones too)."""
+        c = self.chunk_s
+        buckets: dict[int, list[IntervalDelta]] = {k: [] for k in range(k0, k1)}
+        for d in self.source.intervals(stream[0], stream[1], k0 * c, k1 * c):
+            k = math.ceil(d.end / c) - 1
+            if k in buckets:
+                buckets[k].append(d)
+        cache = self.chunks.setdefault(stream, {})
+        for k, ds in buckets.items():
+            cache[k] = delta_counts(ds, self.spec)
+
+    def _ensure(self, stream: Stream, k0: int, k1: int, budget: list[int]) -> int:
+        """Make chunks ``k0..k1-1`` available (cached, or inside a cached hour), newest
+        first, loading at most ``budget[0]`` of them; return the first available one
+        (``k0`` unless the budget ran out)."""
+        cache = self.chunks.setdefault(stream, {})
+        hours = self.hours.setdefault(stream, {})
+
+        def have(k: int) -> bool:
+            return k in cache or k // HOUR in hours
+
+        k = k1
+        while k > k0:
+            if have(k - 1):
+                k -= 1
+                continue
+            if budget[0] <= 0:
+                return k
+            lo = k - 1
+            budget[0] -= 1
+            while lo > k0 and not have(lo - 1) and budget[0] > 0:
+                lo -= 1
+                budget[0] -= 1
+            self._load(stream, lo, k)
+            k = lo
+        return k0
+
+    def _hour(self, stream: Stream, h: int) -> SloCounts | None:
+        hours = self.hours.setdefault(stream, {})
+        if h in hours:
+            return hours[h]
+        chunks = self.chunks.get(stream, {})
+        parts = [chunks.get(k) for k in range(h * HOUR, (h + 1) * HOUR)]
+        if any(p is None for p in parts):
+            return None
+        total = SloCounts()
+        for p in parts:
+            total = total + p  # type: ignore[operator]
+        hours[h] = total
+        return total
+
+    def range(
+        self,
+        stream: Stream,
+        start: float,
+        end: float,
+        *,
+        closed_until: float,
+        fill: list[int] | None = None,
+    ) -> tuple[SloCounts, float]:
+        """Counts over ``(start, end]`` and the time they really start from (later than
+        ``start`` only when the ``fill`` budget — a one-item list, decremented — ran out)."""
+        c = self.chunk_s
+        a = math.ceil(start / c)
+        b = min(math.floor(end / c), math.floor(closed_until / c))
+        if b - a < 1:
+            return self._read(stream, start, end), start
+        budget = fill if fill is not None else [1 << 62]
+        first = self._ensure(stream, a, b, budget)
+        total = self._read(stream, b * c, end)
+        chunks = self.chunks[stream]
+        k = b
+        while k > first:
+            if k % HOUR == 0 and k - HOUR >= first:
+                hour = self._hour(stream, k // HOUR - 1)
+                if hour is not None:
+                    total = total + hour
+                    k -= HOUR
+                    continue
+            if k - 1 not in chunks:  # pruned, its hour incomplete: read it again
+                self._load(stream, k - 1, k)
+            total = total + chunks[k - 1]
+            k -= 1
+        if first == a:
+            return total + self._read(stream, start, a * c), start
+        return total, first * c
+
+    def prune(self, now: float, keep_hours_s: float) -> None:
+        """Drop chunks older than a day (their hours stay) and hours beyond the period."""
+        c = self.chunk_s
+        oldest_chunk = math.floor((now - KEEP_CHUNKS_S) / c)
+        oldest_hour = math.floor((now - keep_hours_s) / (c * HOUR)) - 1
+        for stream, chunks in self.chunks.items():
+            for k in [k for k in chunks if k < oldest_chunk]:
+                if self._hour(stream, k // HOUR) is not None or k < oldest_hour * HOUR:
+                    del chunks[k]
+        for hours in self.hours.values():
+            for h in [h for h in hours if h < oldest_hour]:
+                del hours[h]
+
+
+def matches(
+    selector: Iterable[tuple[str, str]], model_name: str, labels: Mapping[str, str]
+) -> bool:
+    """Whether a stream is selected: ``model_name`` and target labels, all must equal."""
+    for key, value in selector:
+        have = model_name if key == "model_name" else labels.get(key)
+        if have != value:
+            return False
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class SloStatus:
+    """One SLO on one fleet at ``end``: burn rates, counts per window, budget.
+
+    ``burn[w]`` is the fastest objective's burn rate over window ``w`` (``"5m"``…``"1d"``)
+    and ``burn_objective[w]`` which objective that is; ``latest`` the counts of the latest
+    ``window.length`` window; ``budget_from`` the start of the data the budget covers.
+    """
+
+    spec: SloSpec
+    key: FleetKey
+    members: tuple[str, ...]
+    end: float
+    burn: dict[str, float | None]
+    burn_objective: dict[str, str | None]
+    counts: dict[str, SloCounts]
+    latest: SloCounts
+    latest_s: float
+    budget: Budget
+    budget_from: float
+    per_replica: dict[str, SloCounts] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "slo": self.spec.name,
+            "fleet": self.key.name,
+            "model_name": self.key.model_name,
+            "labels": dict(self.key.labels),
+            "target": self.spec.target,
+            "period_s": self.spec.period_s,
+            "objectives": self.spec.bounds(),
+            "replicas": list(self.members),
+            "end": self.end,
+            "burn_rates": dict(self.burn),
+            "burn_objectives": dict(self.burn_objective),
+            "latest": {"window_s": self.latest_s, **self.latest.to_dict()},
+            "windows": {w: c.to_dict() for w, c in self.counts.items()},
+            "budget": {**self.budget.to_dict(), "from": self.budget_from},
+            "per_replica": {t: c.to_dict() for t, c in self.per_replica.items()},
+        }
+
+
+class SloTracker:
+    """Evaluates every SLO on every fleet it selects; caches counts between calls."""
+
+    def __init__(
+        self,
+        source: DeltaSource,
+        specs: Sequence[SloSpec],
+        group_by: Sequence[str] = (),
+        *,
+        latest_s: float = 60.0,
+        fill_chunks: int = FILL_CHUNKS,
+        retention_s: float | None = None,
+    ) -> None:
+        self.source = source
+        self.specs = list(specs)
+        self.group_by = list(group_by)
+        self.latest_s = latest_s
+        self.fill_chunks = fill_chunks
+        self.retention_s = retention_s
+        self._caches: dict[tuple[object, ...], CountCache] = {}
+        self._lock = threading.Lock()
+        self.last: list[SloStatus] = []
+
+    def period_start(self, spec: SloSpec, end: float) -> float:
+        """Where the budget's period starts at ``end``: the first whole hour inside the
+        period, or inside the history the source can still hold (its ``earliest()``, or
+        ``retention_s``), whichever is later."""
+        start = end - spec.period_s
+        if self.retention_s is not None:
+            start = max(start, end - self.retention_s)
+        earliest = getattr(self.source, "earliest", None)
+        first = earliest() if callable(earliest) else None
+        if first is not None:
+            start = max(start, math.floor(first / (CHUNK_S * HOUR)) * CHUNK_S * HOUR)
+        hour = CHUNK_S * HOUR
+        return math.ceil(start / hour) * hour
+
+    def _cache(self, spec: SloSpec) -> CountCache:
+        cache = self._caches.get(spec.key)
+        if cache is None:
+            cache = self._caches[spec.key] = CountCache(self.source, spec)
+        return cache
+
+    def fleets(
+        self, spec: SloSpec, streams: Iterable[Stream], labels_of: Mapping[str, Mapping[str, str]]
+    ) -> dict[FleetKey, list[str]]:
+        """The fleets an SLO selects, with their member targets."""
+        out: dict[FleetKey, list[str]] = {}
+        for target, model in streams:
+            labels = labels_of.get(target, {})
+            if model not in spec.exclude_models and matches(spec.selector, model, labels):
+                out.setdefault(fleet_key(model, labels, self.group_by), []).append(target)
+        return {k: sorted(set(v)) for k, v in sorted(out.items())}
+
+    def evaluate(
+        self,
+        end: float,
+        streams: Sequence[Stream],
+        labels_of: Mapping[str, Mapping[str, str]],
+        *,
+        closed_until: float | None = None,
+    ) -> list[SloStatus]:
+        """Every (SLO, fleet) at ``end``; chunks ending after ``closed_until`` (default
+        ``end``) are read, never cached."""
+        closed = end if closed_until is None else min(end, closed_until)
+        out: list[SloStatus] = []
+        with self._lock:
+            for spec in self.specs:
+                cache = self._cache(spec)
+                for key, members in self.fleets(spec, streams, labels_of).items():
+                    out.append(self._status(cache, spec, key, members, end, closed))
+            keep = max((s.period_s for s in self.specs), default=0.0) + 86400.0
+            for cache in self._caches.values():
+                cache.prune(end, keep)
+            self.last = out
+        return out
+
+    def _status(
+        self,
+        cache: CountCache,
+        spec: SloSpec,
+        key: FleetKey,
+        members: Sequence[str],
+        end: float,
+        closed: float,
+    ) -> SloStatus:
+        streams = [(t, key.model_name) for t in members]
+        counts: dict[str, SloCounts] = {}
+        burn: dict[str, float | None] = {}
+        which: dict[str, str | None] = {}
+        for label, seconds in BURN_WINDOWS:
+            total = SloCounts()
+            for s in streams:
+                total = total + cache.range(s, end - seconds, end, closed_until=closed)[0]
+            counts[label] = total
+            burn[label], which[label] = burn_rate(total, spec.target)
+        per_replica: dict[str, SloCounts] = {}
+        latest = SloCounts()
+        for s in streams:
+            c = cache.range(s, end - self.latest_s, end, closed_until=closed)[0]
+            per_replica[s[0]] = c
+            latest = latest + c
+        period_start = self.period_start(spec, end)
+        fill = [self.fill_chunks]
+        period = SloCounts()
+        since = period_start
+        for s in streams:
+            fill[0] = self.fill_chunks
+            part, frm = cache.range(s, period_start, end, closed_until=closed, fill=fill)
+            period = period + part
+            since = max(since, frm)
+        return SloStatus(
+            spec=spec,
+            key=key,
+            members=tuple(members),
+            end=end,
+            burn=burn,
+            burn_objective=which,
+            counts=counts,
+            latest=latest,
+            latest_s=self.latest_s,
+            budget=budget(period, spec.target),
+            budget_from=since,
+            per_replica=per_replica,
+        )
+
+    def series(
+        self,
+        spec: SloSpec,
+        key: FleetKey,
+        members: Sequence[str],
+        *,
+        start: float,
+        end: float,
+        step: float,
+        window_s: float,
+        closed_until: float | None = None,
+    ) -> list[dict[str, Any]]:
+        """Attainment, burn rate (over ``window_s``) and budget left at every multiple of
+        ``step`` in ``(start, end]``, oldest first: the SLO's history on one fleet."""
+        closed = end if closed_until is None else min(end, closed_until)
+        streams = [(t, key.model_name) for t in members]
+        out: list[dict[str, Any]] = []
+        with self._lock:
+            cache = self._cache(spec)
+            t = (math.floor(start / step) + 1) * step
+            while t <= end:
+                win = SloCounts()
+                period = SloCounts()
+                period_start = self.period_start(spec, t)
+                since = period_start
+                for s in streams:
+                    win = win + cache.range(s, t - window_s, t, closed_until=closed)[0]
+                    fill = [self.fill_chunks]
+                    part, frm = cache.range(s, period_start, t, closed_until=closed, fill=fill)
+                    period = period + part
+                    since = max(since, frm)
+                rate, objective = burn_rate(win, spec.target)
+                left = budget(period, spec.target)
+                out.append(
+                    {
+                        "end": t,
+                        "attainment": attainment(win),
+                        "burn_rate": rate,
+                        "objective": objective,
+                        "error_share": win.share("error"),
+                        "abort_share": win.share("abort"),
+                        "requests": win.finished,
+                        "budget_remaining": left.remaining,
+                        "budget_from": since,
+                    }
+                )
+                t += step
+        return out
