@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 SYSBINS := prometheus prometheus-alertmanager chromium chromedriver docker-compose
 SYSPKGS := prometheus prometheus-alertmanager chromium chromium-driver docker-compose
 
-.PHONY: demo test test-vllm lint bench clean sysdeps
+.PHONY: demo test test-vllm lint bench clean sysdeps fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -46,6 +46,13 @@ test: $(STAMP) sysdeps lint
 # random Llama built locally; phasewatch must scrape it and diagnose the load it drives.
 test-vllm: $(STAMP)
 	bash tests/vllm_real/run.sh $(VENV)/vllm $(BIN)/python
+
+# Property-based fuzzing (tests/test_fuzz.py) of the parser and histogram_quantile with
+# 10,000 examples per property (`make test` runs the same properties with 200).
+FUZZ_EXAMPLES ?= 10000
+fuzz: $(STAMP)
+	PHASEWATCH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz.py \
+	  --hypothesis-show-statistics
 
 bench: $(STAMP)
 	$(BIN)/python bench/parse.py

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import math
-import random
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from prometheus_client import CollectorRegistry
-from prometheus_client import Counter as PromCounter
-from prometheus_client import Gauge as PromGauge
-from prometheus_client import Histogram as PromHistogram
-from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.model import Sample
@@ -332,15 +326,6 @@ def test_prefix_none_returns_every_family() -> None:
     assert [s.name for s in fresh(page, prefix=None).samples] == ["http_requests_total", "vllm:x"]
 
 
-@given(st.text())
-@settings(max_examples=300, deadline=None)
-def test_parse_never_raises(text: str) -> None:
-    for prefix in ("vllm:", None):
-        result = fresh(text, prefix)
-        assert result.errors >= 0
-        assert parse(text, prefix=prefix).errors == result.errors
-
-
 LINE_KINDS = [
     "vllm:x 1",
     "vllm:x 2",
@@ -463,105 +448,4 @@ def test_shared_fixtures_are_there() -> None:
     assert len(FIXTURE_FILES) >= 14
 
 
-LABEL_NAMES = st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True).filter(
-    lambda n: not n.startswith("__") and n not in ("le", "quantile")
-)
-LABEL_VALUES = st.text(
-    alphabet=st.sampled_from(list('ab01 _.,={}"\\\n\t#:-/') + ["é", "中"]), max_size=12
-)
-FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64)
-COUNTS = st.floats(min_value=0, max_value=1e12, allow_nan=False)
-
-
-@st.composite
-def registries(draw: st.DrawFn) -> tuple[str, str]:
-    """Render a random registry twice (values moved on in between): two scrapes."""
-    registry = CollectorRegistry()
-    updates = []
-    for index in range(draw(st.integers(1, 6))):
-        kind = draw(st.sampled_from(["counter", "gauge", "histogram"]))
-        family = f"{draw(st.sampled_from(['vllm:', 'vllm:', 'http_']))}m{index}_{kind[0]}"
-        label_names = draw(st.lists(LABEL_NAMES, max_size=3, unique=True))
-        children = draw(
-            st.lists(
-                st.tuples(*[LABEL_VALUES for _ in label_names]),
-                min_size=1 if label_names else 0,
-                max_size=3,
-                unique=True,
-            )
-        )
-        if kind == "counter":
-            metric: PromCounter | PromGauge | PromHistogram = PromCounter(
-                family, "help", label_names, registry=registry
-            )
-        elif kind == "gauge":
-            metric = PromGauge(
-                family, 'help with "quotes" \\ and\nnewline', label_names, registry=registry
-            )
-        else:
-            bounds = draw(st.lists(st.floats(-1e6, 1e6), min_size=1, max_size=6, unique=True))
-            metric = PromHistogram(
-                family, "help", label_names, buckets=sorted(bounds), registry=registry
-            )
-        for values in children or [()]:
-            child = metric.labels(*values) if label_names else metric
-            updates.append(
-                (kind, child, draw(st.lists(COUNTS if kind != "gauge" else FLOATS, max_size=4)))
-            )
-    for kind, child, values in updates:
-        _apply(kind, child, values[: len(values) // 2])
-    first = generate_latest(registry).decode()
-    for kind, child, values in updates:
-        _apply(kind, child, values[len(values) // 2 :])
-    return first, generate_latest(registry).decode()
-
-
-def _apply(kind: str, child: object, values: list[float]) -> None:
-    """Feed observations to a prometheus_client child metric."""
-    for value in values:
-        if kind == "counter":
-            child.inc(value)  # type: ignore[attr-defined]
-        elif kind == "gauge":
-            child.set(value)  # type: ignore[attr-defined]
-        else:
-            child.observe(value)  # type: ignore[attr-defined]
-
-
-def _shuffle_within_families(text: str, seed: int) -> str:
-    """Reorder the sample lines inside each family block, as multiprocess output does."""
-    rng = random.Random(seed)
-    out: list[str] = []
-    block: list[str] = []
-    for line in text.split("\n"):
-        if line.startswith("#") or not line:
-            rng.shuffle(block)
-            out.extend(block)
-            block = []
-            out.append(line)
-        else:
-            block.append(line)
-    rng.shuffle(block)
-    out.extend(block)
-    return "\n".join(out)
-
-
-@given(registries(), st.integers(0, 2**16))
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_random_registries_match_prometheus_client(pages: tuple[str, str], seed: int) -> None:
-    cache = LabelCache()
-    for text in (*pages, _shuffle_within_families(pages[1], seed)):
-        for prefix in ("vllm:", None):
-            expected = reference(text, prefix)
-            assert ours(fresh(text, prefix)) == expected
-            assert ours(parse(text, prefix=prefix, cache=cache)) == expected
-
-
-@given(registries(), st.integers(0, 2**32))
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_cut_pages_match_prometheus_client_on_the_lines_it_accepts(
-    pages: tuple[str, str], position: int
-) -> None:
-    text = pages[1]
-    # The page holds _created times from the clock, so its length is not fixed.
-    cut = text[: position % (len(text) + 1)]
-    assert ours(fresh(cut)) == reference(cut)
+# Random prometheus_client registries, arbitrary text and near-miss lines: test_fuzz.py.
