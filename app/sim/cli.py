@@ -1,6 +1,7 @@
 """``phasewatch sim``: serve a simulated vLLM fleet, or write a recording.
 
 Serve:  phasewatch sim --scenario healthy [--port 8000] [--replicas N] [--vllm-version 0.33]
+        phasewatch sim --scenario healthy --replicas 3 --replica-set 2:workload.rate_multiplier=3
 Record: phasewatch sim --scenario incident --record DIR [--duration 900] [--seed 1]
 List:   phasewatch sim --list
 
@@ -82,6 +83,14 @@ def register(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="any scenario setting, e.g. engine.block_size=32 (repeatable)",
     )
+    g.add_argument(
+        "--replica-set",
+        action="append",
+        default=[],
+        metavar="I:KEY=VALUE",
+        help="a setting for replica I only, on top of the others, e.g. "
+        "2:workload.rate_multiplier=3 makes replica 2 the overloaded one (repeatable)",
+    )
     p.set_defaults(func=_run)
 
 
@@ -126,6 +135,18 @@ def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def replica_overrides_from(args: argparse.Namespace) -> dict[int, dict[str, Any]]:
+    """``--replica-set I:KEY=VALUE`` flags as dotted overrides per replica index."""
+    out: dict[int, dict[str, Any]] = {}
+    for item in args.replica_set:
+        index, sep, setting = item.partition(":")
+        key, eq, raw = setting.partition("=")
+        if not sep or not eq or not key.strip() or not index.strip().isdigit():
+            raise SimConfigError(f"--replica-set expects I:KEY=VALUE, got {item!r}")
+        out.setdefault(int(index), {})[key.strip()] = yaml.safe_load(raw)
+    return out
+
+
 def _run(args: argparse.Namespace) -> int:
     from app.sim import scenario as scenarios
 
@@ -137,10 +158,18 @@ def _run(args: argparse.Namespace) -> int:
     if not args.scenario:
         return _fail("--scenario is required (or --list)")
     try:
-        sc = scenarios.load(args.scenario, overrides_from(args))
+        base = overrides_from(args)
+        sc = scenarios.load(args.scenario, base)
+        per_replica = replica_overrides_from(args)
         if args.record:
+            if per_replica:
+                return _fail("--replica-set needs several served replicas; drop --record")
             return _record(args, sc)
-        return _serve(args, sc)
+        for i in per_replica:
+            if i >= args.replicas:
+                return _fail(f"--replica-set {i}: there are only {args.replicas} replica(s)")
+        own = {i: scenarios.load(args.scenario, {**base, **ov}) for i, ov in per_replica.items()}
+        return _serve(args, sc, own)
     except SimConfigError as exc:
         return _fail(str(exc))
 
@@ -173,7 +202,7 @@ def _record(args: argparse.Namespace, sc: Any) -> int:
     return 0
 
 
-def _serve(args: argparse.Namespace, sc: Any) -> int:
+def _serve(args: argparse.Namespace, sc: Any, own: dict[int, Any]) -> int:
     from app.sim.server import start_server
 
     if args.replicas < 1:
@@ -195,6 +224,7 @@ def _serve(args: argparse.Namespace, sc: Any) -> int:
             speed=args.speed,
             engines=args.engines,
             model_per_replica=args.model_per_replica,
+            replica_scenarios=own,
         )
     except OSError as exc:
         return _fail(f"cannot listen on {args.host}:{args.port}: {exc}")
@@ -204,6 +234,8 @@ def _serve(args: argparse.Namespace, sc: Any) -> int:
             f"replicas: {url}/replica/0/metrics .. {url}/replica/{args.replicas - 1}/metrics",
             flush=True,
         )
+    for item in args.replica_set:
+        print(f"replica {item.partition(':')[0]} sets {item.partition(':')[2]}", flush=True)
     try:
         thread.join()
     except KeyboardInterrupt:

@@ -5,7 +5,10 @@ time (``(now - start) * speed``) and renders it, so idle or rarely fetched repli
 nothing between fetches. A large fleet can share engines (``engines=K``: replica ``i``
 shows engine ``i mod K``), which makes a thousand replicas cost K engines plus the page
 renders, and can give every replica its own ``model_name`` (``model_per_replica``) so
-that no two replicas' series texts are the same, as with a fleet of distinct models.
+that no two replicas' series texts are the same, as with a fleet of distinct models. A
+replica can run a scenario of its own (``replica_scenarios``: the same scenario with
+other overrides, e.g. three times the traffic), to make one replica of a fleet the slow
+or overloaded one.
 Connections are kept alive (HTTP/1.1), as vLLM's server does. Routes::
 
     /metrics                   replica 0 (only when there is one replica)
@@ -39,7 +42,7 @@ TRUTH_KEEP = 720
 class _Engine:
     """One simulated engine with its lock and its recent truth rows."""
 
-    def __init__(self, sim: Fleet, index: int) -> None:
+    def __init__(self, sim: Fleet, index: int, scenario: Scenario) -> None:
         self.lock = threading.Lock()
         self.truth: deque[dict[str, Any]] = deque(maxlen=TRUTH_KEEP)
         epoch = sim.start_unix
@@ -48,7 +51,7 @@ class _Engine:
             self.truth.append(row(acct, verdict, epoch, phase.name, phase.expect))
 
         self.replica = Replica(
-            sim.scenario, seed=sim.seed + 7919 * index, version=sim.version, on_interval=keep
+            scenario, seed=sim.seed + 7919 * index, version=sim.version, on_interval=keep
         )
 
 
@@ -70,7 +73,9 @@ class Fleet:
     ``engines`` (default: one per replica) simulated engines drive the replicas: replica
     ``i`` shows engine ``i mod engines`` (seed ``seed + 7919 * (i mod engines)``), so
     replicas that share an engine show the same values. ``model_per_replica`` names the
-    model ``{served_model_name}-{i}`` on replica ``i``'s page.
+    model ``{served_model_name}-{i}`` on replica ``i``'s page. A replica in
+    ``replica_scenarios`` runs that scenario on an engine of its own (seed
+    ``seed + 7919 * i``), shared with no other replica.
     """
 
     def __init__(
@@ -84,9 +89,13 @@ class Fleet:
         *,
         engines: int | None = None,
         model_per_replica: bool = False,
+        replica_scenarios: Mapping[int, Scenario] | None = None,
     ) -> None:
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
+        own = dict(replica_scenarios or {})
+        if any(not 0 <= i < replicas for i in own):
+            raise ValueError("replica_scenarios names a replica that does not exist")
         if speed <= 0:
             raise ValueError("speed must be positive")
         if engines is not None and not 1 <= engines <= replicas:
@@ -95,12 +104,13 @@ class Fleet:
         self.n = replicas
         self.engines = replicas if engines is None else engines
         self.model_per_replica = model_per_replica
+        self.replica_scenarios = own
         self.seed = seed
         self.version = version
         self.speed = speed
         self.clock = clock
         self.start_unix = clock()
-        self._engines: dict[int, _Engine] = {}
+        self._engines: dict[tuple[str, int], _Engine] = {}
         self._slots: dict[int, _Slot] = {}
         self._lock = threading.Lock()
 
@@ -108,10 +118,11 @@ class Fleet:
         with self._lock:
             slot = self._slots.get(i)
             if slot is None:
-                k = i % self.engines
-                engine = self._engines.get(k)
+                own = self.replica_scenarios.get(i)
+                key = ("shared", i % self.engines) if own is None else ("own", i)
+                engine = self._engines.get(key)
                 if engine is None:
-                    engine = self._engines[k] = _Engine(self, k)
+                    engine = self._engines[key] = _Engine(self, key[1], own or self.scenario)
                 slot = self._slots[i] = _Slot(self, i, engine)
             return slot
 
@@ -194,10 +205,11 @@ def start_server(
     speed: float = 1.0,
     engines: int | None = None,
     model_per_replica: bool = False,
+    replica_scenarios: Mapping[int, Scenario] | None = None,
 ) -> tuple[SimHTTPServer, threading.Thread, str]:
     """Serve in a background thread; returns (server, thread, base URL).
 
-    ``engines`` and ``model_per_replica`` as in :class:`Fleet`. Stop with
+    ``engines``, ``model_per_replica`` and ``replica_scenarios`` as in :class:`Fleet`. Stop with
     ``server.shutdown(); server.server_close()``.
     """
     sc = scenario if isinstance(scenario, Scenario) else load(scenario, dict(overrides or {}))
@@ -209,6 +221,7 @@ def start_server(
         speed=speed,
         engines=engines,
         model_per_replica=model_per_replica,
+        replica_scenarios=replica_scenarios,
     )
     server = SimHTTPServer((host, port), fleet)
     thread = threading.Thread(target=server.serve_forever, name="phasewatch-sim", daemon=True)
