@@ -47,14 +47,22 @@ def find_fleet(groups: Mapping[FleetKey, list[str]], name: str) -> tuple[FleetKe
 
 
 class FleetView:
-    """One fleet window with its diagnosis and imbalance (what the API and UI show)."""
+    """One fleet window with its diagnosis and imbalance (what the API and UI show), and,
+    when asked for, each replica's own diagnosis of the same window (``per_replica``)."""
 
-    __slots__ = ("fleet", "diagnosis", "imbalance")
+    __slots__ = ("fleet", "diagnosis", "imbalance", "per_replica")
 
-    def __init__(self, fleet: FleetWindow, diagnosis: Diagnosis, imbalance: Imbalance) -> None:
+    def __init__(
+        self,
+        fleet: FleetWindow,
+        diagnosis: Diagnosis,
+        imbalance: Imbalance,
+        per_replica: Mapping[str, Diagnosis] | None = None,
+    ) -> None:
         self.fleet = fleet
         self.diagnosis = diagnosis
         self.imbalance = imbalance
+        self.per_replica: dict[str, Diagnosis] = dict(per_replica or {})
 
     def to_dict(self, slos: Sequence[SloSpec] = ()) -> dict[str, Any]:
         fw = self.fleet
@@ -68,24 +76,32 @@ class FleetView:
             "running_max and waiting_max add the replicas' maxima: an upper bound",
             "kv_avg is the mean of the replicas' averages, kv_max the highest replica's",
         ]
-        out["diagnosis"] = {
-            "class": str(self.diagnosis.cls),
-            "sub_cause": None
-            if self.diagnosis.sub_cause is None
-            else str(self.diagnosis.sub_cause),
-            "confidence": self.diagnosis.confidence,
-            "summary": self.diagnosis.summary,
-            "hints": [h.to_dict() for h in self.diagnosis.hints[:3]],
-        }
+        out["diagnosis"] = _diagnosis(self.diagnosis)
         out["imbalance"] = self.imbalance.to_dict()
         out["slo"] = [_slo_block(fw.window, spec) for spec in slos]
-        out["replicas"] = [_replica(w, slos, self.imbalance) for w in fw.replicas]
+        out["replicas"] = [
+            _replica(w, slos, self.imbalance, self.per_replica.get(w.target)) for w in fw.replicas
+        ]
         return out
 
 
-def _replica(w: Window, slos: Sequence[SloSpec], imbalance: Imbalance) -> dict[str, Any]:
+def _diagnosis(d: Diagnosis) -> dict[str, Any]:
+    return {
+        "class": str(d.cls),
+        "sub_cause": None if d.sub_cause is None else str(d.sub_cause),
+        "confidence": d.confidence,
+        "summary": d.summary,
+        "hints": [h.to_dict() for h in d.hints[:3]],
+    }
+
+
+def _replica(
+    w: Window, slos: Sequence[SloSpec], imbalance: Imbalance, d: Diagnosis | None
+) -> dict[str, Any]:
     out = window_to_dict(w)
     out["flagged"] = w.target in imbalance.flagged
+    if d is not None:
+        out["diagnosis"] = _diagnosis(d)
     out["slo"] = [_slo_block(w, spec) for spec in slos]
     return out
 
@@ -116,9 +132,13 @@ def _view(
     end: float,
     config: DiagnosisConfig,
     thresholds: ImbalanceThresholds,
+    diagnose_replicas: bool,
 ) -> FleetView:
     fw = fleet_window(key, members, start=start, end=end)
-    return FleetView(fw, diagnose(fw.window, config), find_imbalance(fw.replicas, thresholds))
+    per_replica = {w.target: diagnose(w, config) for w in fw.replicas} if diagnose_replicas else {}
+    return FleetView(
+        fw, diagnose(fw.window, config), find_imbalance(fw.replicas, thresholds), per_replica
+    )
 
 
 def fleet_view(
@@ -130,8 +150,10 @@ def fleet_view(
     end: float,
     config: DiagnosisConfig,
     thresholds: ImbalanceThresholds,
+    diagnose_replicas: bool = False,
 ) -> FleetView:
-    """The fleet over ``(start, end]``, diagnosed, with its imbalance."""
+    """The fleet over ``(start, end]``, diagnosed, with its imbalance (and each replica
+    diagnosed with ``diagnose_replicas``)."""
     ws = [
         window(
             source.intervals(t, key.model_name, start, end),
@@ -142,7 +164,7 @@ def fleet_view(
         )
         for t in members
     ]
-    return _view(key, ws, start, end, config, thresholds)
+    return _view(key, ws, start, end, config, thresholds, diagnose_replicas)
 
 
 def fleet_views(
@@ -156,6 +178,7 @@ def fleet_views(
     step: float,
     config: DiagnosisConfig,
     thresholds: ImbalanceThresholds,
+    diagnose_replicas: bool = False,
 ) -> list[FleetView]:
     """Fleet windows of ``length`` ending every ``step`` in ``(start, end]``, oldest first."""
     if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
@@ -179,5 +202,5 @@ def fleet_views(
     ]
     out = []
     for ws in zip(*per_member, strict=True):
-        out.append(_view(key, ws, ws[0].start, ws[0].end, config, thresholds))
+        out.append(_view(key, ws, ws[0].start, ws[0].end, config, thresholds, diagnose_replicas))
     return out

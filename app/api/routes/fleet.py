@@ -56,6 +56,7 @@ def list_fleets(service: ServiceDep) -> list[dict[str, Any]]:
             end=end,
             config=_config(service),
             thresholds=imbalance_thresholds(service.settings.fleet.imbalance),
+            diagnose_replicas=True,
         )
         out.append(
             {
@@ -77,7 +78,8 @@ def fleet_windows(
     step: Annotated[float | None, Query(gt=0, description="step between windows, seconds")] = None,
 ) -> list[dict[str, Any]]:
     """One object per window, oldest first: the fleet's fields (as ``/windows``), its
-    diagnosis, imbalance, SLO attainment and goodput, and every replica's window."""
+    diagnosis, imbalance, SLO attainment and goodput, and every replica's window with its
+    own diagnosis."""
     try:
         key, members = find_fleet(_groups(service), name)
     except KeyError:
@@ -96,6 +98,7 @@ def fleet_windows(
             step=step or cfg.step,
             config=_config(service),
             thresholds=imbalance_thresholds(service.settings.fleet.imbalance),
+            diagnose_replicas=True,
         )
     except QueryError as exc:
         raise HTTPException(422, str(exc)) from exc
