@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 SYSBINS := prometheus prometheus-alertmanager chromium chromedriver docker-compose
 SYSPKGS := prometheus prometheus-alertmanager chromium chromium-driver docker-compose
 
-.PHONY: demo test test-vllm lint bench clean sysdeps fuzz
+.PHONY: demo test test-vllm lint bench clean sysdeps fuzz soak
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -53,6 +53,14 @@ FUZZ_EXAMPLES ?= 10000
 fuzz: $(STAMP)
 	PHASEWATCH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz.py \
 	  --hypothesis-show-statistics
+
+# Soak (bench/soak.py): the simulator's fleet and loopback fault targets, SOAK_TARGETS in
+# all, faults switched on and off at random, the service and a webhook receiver, for
+# SOAK_DURATION seconds; prints name: value lines, exit 1 when a must is not met.
+SOAK_DURATION ?= 600
+SOAK_TARGETS ?= 200
+soak: $(STAMP)
+	$(BIN)/python bench/soak.py --duration $(SOAK_DURATION) --targets $(SOAK_TARGETS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/parse.py
