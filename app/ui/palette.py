@@ -71,3 +71,23 @@ def label(cls: str, sub_cause: str | None = None) -> str:
     """``"Decode-bound (prefill interference)"`` style text for a class and sub-cause."""
     text = style(cls).label
     return f"{text} ({sub_cause.replace('_', ' ')})" if sub_cause else text
+
+
+# Replicas side by side: each replica a colour *and* a dash style, so lines stay apart in
+# grey and under colour-vision deficiencies; the legend names every line.
+REPLICA_COLOURS = (BLUE, ORANGE, GREEN, PURPLE, SKY, YELLOW, GREY)
+REPLICA_DASHES = ("solid", "dot", "dash", "longdash", "dashdot")
+FLEET = BLACK  # the fleet's own line (percentiles of all requests)
+# An imbalanced replica: a vermillion "x" marker and a text label, never colour alone.
+IMBALANCED = VERMILLION
+IMBALANCED_LABEL = "imbalanced"
+IMBALANCED_SYMBOL = "x"
+IMBALANCED_PATTERN = "x"
+TARGET_LINE = BLACK  # an SLO's target ratio, and zero budget
+
+
+def replica_style(index: int) -> tuple[str, str]:
+    """(colour, dash) of the ``index``-th replica of a fleet (sorted by name); the pairs
+    repeat only after 35 replicas (7 colours × 5 dashes)."""
+    colour = REPLICA_COLOURS[index % len(REPLICA_COLOURS)]
+    return colour, REPLICA_DASHES[index % len(REPLICA_DASHES)]

@@ -186,6 +186,15 @@ class StoreSource:
             out.append(Observed(w, failed, attempted))
         return out
 
+    def intervals(self, target: str, model: str, start: float, end: float) -> list[IntervalDelta]:
+        """The stored deltas of a stream ending in ``(start, end]`` (a fleet's
+        ``DeltaSource``)."""
+        return self._store().intervals(target, model, start, end)
+
+    def earliest(self) -> float | None:
+        """The start of a fixed range (nothing older exists); None when live."""
+        return None if self._span is None else self._span[0]
+
     def engines(self, target: str, model: str) -> dict[str, dict[str, float]]:
         snap = self._store().last_snapshots().get(target)
         if snap is None:

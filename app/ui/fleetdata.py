@@ -1,0 +1,370 @@
+"""The UI's fleet read side: replicas of one model → side-by-side points, imbalance, SLOs.
+
+The same pure functions as the API (``app.fleet``): fleet windows sum the replicas'
+buckets, ``find_imbalance`` names the outlier of every window, and SLO attainment and
+budget come from an :class:`~app.fleet.tracker.SloTracker` — the live service's own (so
+the page and the alerts read one cache) or one over the recording. Windows are on the
+same grid as the target page; a range is cut into at most :data:`FLEET_BUDGET` windows
+per replica, and into at most :data:`SLO_POINTS` SLO points.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.config import Settings
+from app.diagnose import DiagnosisConfig
+from app.fleet.aggregate import FleetKey, fleet_window, group_streams
+from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds, find_imbalance
+from app.fleet.queries import FleetView, fleet_view
+from app.fleet.slo import SloSpec, attainment, window_counts
+from app.fleet.specs import imbalance_thresholds, slo_specs
+from app.fleet.tracker import DeltaSource, SloStatus, SloTracker, matches
+from app.model import Quantile, Window
+from app.ui.data import STEPS, resolution
+from app.ui.source import grid_windows
+
+FLEET_BUDGET = 360
+SLO_POINTS = 120
+FLEET_HISTOGRAMS = ("ttft", "itl")
+
+
+class FleetSource(DeltaSource, Protocol):
+    """What the fleet pages read: deltas, the streams and targets, and the clock."""
+
+    live: bool
+    settled: float
+
+    def now(self) -> float: ...
+
+    def streams(self) -> list[tuple[str, str]]: ...
+
+    def targets(self) -> Sequence[object]: ...
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """How fleets are formed and judged: ``Settings.fleet`` and ``Settings.slos``."""
+
+    specs: tuple[SloSpec, ...] = ()
+    group_by: tuple[str, ...] = ()
+    thresholds: ImbalanceThresholds = DEFAULT_THRESHOLDS
+    labels_of: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    retention_s: float | None = None
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FleetOptions:
+        return cls(
+            specs=tuple(slo_specs(settings)),
+            group_by=tuple(settings.fleet.group_by),
+            thresholds=imbalance_thresholds(settings.fleet.imbalance),
+            labels_of={t.name: dict(t.labels) for t in settings.targets},
+            retention_s=settings.storage.retention_days * 86400.0,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaPoint:
+    """One replica's (or the fleet's) window as the side-by-side charts draw it.
+
+    ``flags`` are the imbalance kinds (``load``, ``queue``, ``ttft``…) it was flagged
+    for in that window.
+    """
+
+    end: float
+    ttft_p99: float | None
+    ttft_p99_ge: bool
+    itl_p99: float | None
+    itl_p99_ge: bool
+    running_avg: float | None
+    waiting_avg: float | None
+    kv_avg: float | None
+    flags: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSeries:
+    """A fleet's replicas over ``(start, end]``: their points and the fleet's, per window."""
+
+    fleet: str
+    start: float
+    end: float
+    length: float
+    step: float
+    replicas: tuple[str, ...]
+    points: Mapping[str, tuple[ReplicaPoint, ...]]
+    fleet_points: tuple[ReplicaPoint, ...]
+    slo_ttft_p99: float
+    slo_itl_p99: float
+
+    @property
+    def flagged(self) -> tuple[str, ...]:
+        """Replicas flagged in any window of the range."""
+        return tuple(r for r in self.replicas if any(p.flags for p in self.points.get(r, ())))
+
+
+@dataclass(frozen=True, slots=True)
+class SloPoint:
+    end: float
+    attainment: Mapping[str, float | None]
+    budget_remaining: float | None
+    burn_rate: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class SloSeries:
+    """One SLO on one fleet over time: attainment per ``window_s`` and budget left."""
+
+    name: str
+    target: float
+    objectives: Mapping[str, float]
+    window_s: float
+    points: tuple[SloPoint, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSummary:
+    """One fleet on the overview: its replicas, who is imbalanced, each SLO's budget."""
+
+    key: FleetKey
+    members: tuple[str, ...]
+    flagged: tuple[str, ...]
+    budgets: tuple[tuple[str, float | None], ...]
+
+
+def _p99(w: Window, signal: str) -> Quantile:
+    q = w.quantiles.get(signal, {}).get("p99")
+    if q is None or q.value is None or not math.isfinite(q.value):
+        return Quantile(None)
+    return q
+
+
+def _avg(w: Window, name: str) -> float | None:
+    g = w.gauges.get(name)
+    return None if g is None else g.avg
+
+
+def replica_point(w: Window, flags: Sequence[str] = ()) -> ReplicaPoint:
+    """The chart point of one window (a replica's or the fleet's)."""
+    t, i = _p99(w, "ttft"), _p99(w, "itl")
+    return ReplicaPoint(
+        end=w.end,
+        ttft_p99=t.value,
+        ttft_p99_ge=t.ge_top_bucket,
+        itl_p99=i.value,
+        itl_p99_ge=i.ge_top_bucket,
+        running_avg=_avg(w, "running"),
+        waiting_avg=_avg(w, "waiting"),
+        kv_avg=_avg(w, "kv_usage"),
+        flags=tuple(flags),
+    )
+
+
+class FleetData:
+    """Fleets over one source (one per Dash app); SLO statuses memoised per window end."""
+
+    def __init__(
+        self,
+        source: FleetSource,
+        config: DiagnosisConfig,
+        options: FleetOptions,
+        *,
+        length: float = 60.0,
+        step: float = 15.0,
+        tracker: Callable[[], SloTracker] | None = None,
+    ) -> None:
+        self.source = source
+        self.config = config
+        self.options = options
+        self.length = length
+        self.step = step
+        own: list[SloTracker] = []
+
+        def make() -> SloTracker:
+            if not own:
+                own.append(
+                    SloTracker(
+                        source,
+                        options.specs,
+                        options.group_by,
+                        latest_s=length,
+                        retention_s=options.retention_s,
+                    )
+                )
+            return own[0]
+
+        self._tracker = tracker or make
+        self._lock = threading.Lock()
+        self._statuses: tuple[float, list[SloStatus]] | None = None
+
+    # -- fleets ---------------------------------------------------------------------------
+    def groups(self) -> dict[FleetKey, list[str]]:
+        """Every fleet and its replicas (live: only targets still configured)."""
+        streams = self.source.streams()
+        if self.source.live:
+            known = {getattr(t, "name", None) for t in self.source.targets()}
+            streams = [s for s in streams if s[0] in known]
+        return group_streams(streams, self.options.labels_of, self.options.group_by)
+
+    def of_model(self, model: str) -> dict[FleetKey, list[str]]:
+        return {k: v for k, v in self.groups().items() if k.model_name == model}
+
+    def specs_for(self, key: FleetKey, members: Sequence[str]) -> list[SloSpec]:
+        """The SLOs that select any of the fleet's replicas."""
+        labels_of = self.options.labels_of
+        return [
+            s
+            for s in self.options.specs
+            if key.model_name not in s.exclude_models
+            and any(matches(s.selector, key.model_name, labels_of.get(t, {})) for t in members)
+        ]
+
+    def aligned_end(self, ts: float) -> float:
+        return math.floor(ts / self.step + 1e-9) * self.step
+
+    def latest(
+        self,
+        key: FleetKey,
+        members: Sequence[str],
+        end: float | None = None,
+        *,
+        diagnose_replicas: bool = True,
+    ) -> FleetView:
+        """The fleet's window ending at ``end`` (default: the latest one)."""
+        e = self.aligned_end(self.source.now()) if end is None else end
+        return fleet_view(
+            self.source,
+            key,
+            members,
+            start=e - self.length,
+            end=e,
+            config=self.config,
+            thresholds=self.options.thresholds,
+            diagnose_replicas=diagnose_replicas,
+        )
+
+    def series(
+        self, key: FleetKey, members: Sequence[str], start: float, end: float
+    ) -> FleetSeries:
+        """Every replica's points and the fleet's over ``(start, end]``, imbalance per
+        window."""
+        length, step = resolution(
+            start, end, length=self.length, step=self.step, budget=FLEET_BUDGET
+        )
+        first = (math.floor(start / step) + 1) * step
+        last = math.floor(end / step + 1e-9) * step
+        per: dict[str, list[Window]] = {}
+        if last >= first:
+            for t in members:
+                deltas = self.source.intervals(t, key.model_name, first - length, last)
+                per[t] = grid_windows(
+                    deltas,
+                    target=t,
+                    model=key.model_name,
+                    first_end=first,
+                    end=last,
+                    length=length,
+                    step=step,
+                    keep=FLEET_HISTOGRAMS,
+                )
+        points: dict[str, list[ReplicaPoint]] = {t: [] for t in members}
+        fleet_points: list[ReplicaPoint] = []
+        for ws in zip(*per.values(), strict=True):
+            fw = fleet_window(key, ws, start=ws[0].start, end=ws[0].end)
+            if not fw.replicas:
+                continue
+            imbalance = find_imbalance(fw.replicas, self.options.thresholds)
+            kinds: dict[str, list[str]] = {}
+            for o in imbalance.outliers:
+                kinds.setdefault(o.replica, []).append(o.kind)
+            for w in fw.replicas:
+                points[w.target].append(replica_point(w, kinds.get(w.target, ())))
+            fleet_points.append(replica_point(fw.window))
+        slo = self.config.slo_for(key.name, key.model_name)
+        return FleetSeries(
+            fleet=key.name,
+            start=start,
+            end=end,
+            length=length,
+            step=step,
+            replicas=tuple(members),
+            points={t: tuple(p) for t, p in points.items()},
+            fleet_points=tuple(fleet_points),
+            slo_ttft_p99=slo.ttft_p99,
+            slo_itl_p99=slo.itl_p99,
+        )
+
+    # -- SLOs -----------------------------------------------------------------------------
+    def _closed(self, end: float) -> float:
+        return min(end, self.source.now() - self.source.settled)
+
+    def statuses(self) -> list[SloStatus]:
+        """Every SLO on every fleet at the latest window end (memoised per end)."""
+        if not self.options.specs:
+            return []
+        end = self.aligned_end(self.source.now())
+        with self._lock:
+            if self._statuses is not None and self._statuses[0] == end:
+                return self._statuses[1]
+        groups = self.groups()
+        streams = [(t, k.model_name) for k, ms in groups.items() for t in ms]
+        out = self._tracker().evaluate(
+            end, streams, self.options.labels_of, closed_until=self._closed(end)
+        )
+        with self._lock:
+            self._statuses = (end, out)
+        return out
+
+    def budgets_of(self, target: str, model: str) -> list[tuple[str, float | None]]:
+        """(SLO name, budget left) of every SLO on the fleet that holds this stream."""
+        return [
+            (s.spec.name, s.budget.remaining)
+            for s in self.statuses()
+            if s.key.model_name == model and target in s.members
+        ]
+
+    def slo_series(
+        self, key: FleetKey, members: Sequence[str], start: float, end: float
+    ) -> list[SloSeries]:
+        """Attainment and budget left over ``(start, end]`` for each SLO of the fleet."""
+        step = next((s for s in STEPS if s >= 60 and (end - start) / s <= SLO_POINTS), STEPS[-1])
+        out = []
+        for spec in self.specs_for(key, members):
+            rows = self._tracker().series(
+                spec,
+                key,
+                members,
+                start=start,
+                end=end,
+                step=step,
+                window_s=step,
+                closed_until=self._closed(end),
+            )
+            points = tuple(
+                SloPoint(r["end"], r["attainment"], r["budget_remaining"], r["burn_rate"])
+                for r in rows
+            )
+            out.append(SloSeries(spec.name, spec.target, spec.bounds(), step, points))
+        return out
+
+    def attainment_of(self, view: FleetView, spec: SloSpec) -> dict[str, dict[str, float | None]]:
+        """Attainment per objective of the fleet (``""``) and of each replica in a view."""
+        out = {"": attainment(window_counts(view.fleet.window, spec))}
+        for w in view.fleet.replicas:
+            out[w.target] = attainment(window_counts(w, spec))
+        return out
+
+    # -- overview ---------------------------------------------------------------------------
+    def summaries(self) -> list[FleetSummary]:
+        """Every fleet's replicas, imbalance in the latest window and budgets."""
+        statuses = self.statuses()
+        out = []
+        for key, members in self.groups().items():
+            view = self.latest(key, members, diagnose_replicas=False)
+            budgets = tuple((s.spec.name, s.budget.remaining) for s in statuses if s.key == key)
+            out.append(FleetSummary(key, tuple(members), view.imbalance.flagged, budgets))
+        return out

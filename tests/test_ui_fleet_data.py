@@ -1,0 +1,109 @@
+"""The fleet pages' read side over a real store: three simulated replicas, one overloaded."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from app.config import Settings
+from app.diagnose import DEFAULT_CONFIG
+from app.fleet.aggregate import FleetKey
+from app.fleet.queries import fleet_view
+from app.sim.record import record
+from app.store.sqlite import Store
+from app.ui.fleetdata import SLO_POINTS, FleetData, FleetOptions
+from app.ui.source import StoreSource, TargetInfo, replay_into
+
+START = 1764403200.0
+DURATION = 300.0
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
+    root = tmp_path_factory.mktemp("fleetdata")
+    s = Store(":memory:")
+    for i in range(3):
+        overrides = {"workload.rate_multiplier": 3.0} if i == 2 else {}
+        rec = record("healthy", root / f"r{i}", DURATION, i + 1, overrides, start_unix=START)
+        replay_into(s, rec, f"r{i}")
+    return s
+
+
+def _data(store: Store, options: FleetOptions, *, live: bool = False, known: int = 3) -> FleetData:
+    infos = [TargetInfo(f"r{i}", "x", True, None, None, (MODEL,)) for i in range(known)]
+    source = StoreSource(
+        lambda: store,
+        targets=lambda: infos,
+        clock=lambda: START + DURATION,
+        live=live,
+        settled=0.0,
+        span=(START, START + DURATION),
+    )
+    return FleetData(source, DEFAULT_CONFIG, options)
+
+
+def test_replicas_of_a_model_form_one_fleet_or_split_by_label(store: Store) -> None:
+    fd = _data(store, FleetOptions.from_settings(Settings()))
+    assert fd.groups() == {FleetKey(MODEL): ["r0", "r1", "r2"]}
+    split = dataclasses.replace(
+        fd.options,
+        group_by=("cluster",),
+        labels_of={"r0": {"cluster": "a"}, "r1": {"cluster": "a"}, "r2": {"cluster": "b"}},
+    )
+    groups = _data(store, split).of_model(MODEL)
+    assert sorted(k.name for k in groups) == [f"{MODEL}{{cluster=a}}", f"{MODEL}{{cluster=b}}"]
+    live = _data(store, fd.options, live=True, known=2)  # r2 no longer configured
+    assert live.groups() == {FleetKey(MODEL): ["r0", "r1"]}
+
+
+def test_series_flags_the_overloaded_replica_and_sums_the_fleet(store: Store) -> None:
+    fd = _data(store, FleetOptions.from_settings(Settings()))
+    key, members = next(iter(fd.groups().items()))
+    s = fd.series(key, members, START, START + DURATION)
+    assert (s.step, s.length) == (15.0, 60.0)
+    assert s.flagged == ("r2",)
+    late = [p for p in s.points["r2"] if p.end > START + 120]
+    assert late and all("load" in p.flags for p in late)
+    assert not any(p.flags for p in s.points["r0"])
+    end = START + DURATION
+    view = fleet_view(
+        store,
+        key,
+        members,
+        start=end - 60,
+        end=end,
+        config=DEFAULT_CONFIG,
+        thresholds=fd.options.thresholds,
+    )
+    last = s.fleet_points[-1]
+    assert last.end == end
+    p99 = view.fleet.window.quantiles["ttft"]["p99"].value
+    assert last.ttft_p99 == pytest.approx(p99, rel=1e-9)
+    assert last.running_avg == pytest.approx(sum(s.points[r][-1].running_avg or 0 for r in members))
+
+
+def test_budgets_and_slo_history_of_the_fleet(store: Store) -> None:
+    fd = _data(store, FleetOptions.from_settings(Settings()))
+    statuses = fd.statuses()
+    assert fd.statuses() is statuses  # memoised per window end
+    (status,) = statuses
+    assert status.spec.name == "default" and status.budget.remaining is not None
+    assert status.budget.remaining < 0  # a third of the requests miss TTFT: overspent
+    assert fd.budgets_of("r1", MODEL) == [("default", status.budget.remaining)]
+    assert fd.budgets_of("r1", "other") == []
+    key, members = next(iter(fd.groups().items()))
+    (hist,) = fd.slo_series(key, members, START, START + DURATION)
+    assert hist.window_s >= 60 and 0 < len(hist.points) <= SLO_POINTS
+    ttft = [v for p in hist.points if (v := p.attainment.get("ttft")) is not None]
+    assert ttft and min(ttft) < 0.9
+    (summary,) = fd.summaries()
+    assert summary.flagged == ("r2",) and summary.budgets[0][0] == "default"
+
+
+def test_without_slos_there_is_no_budget(store: Store) -> None:
+    fd = _data(store, FleetOptions.from_settings(Settings(slos=[])))
+    assert fd.statuses() == [] and fd.budgets_of("r0", MODEL) == []
+    key, members = next(iter(fd.groups().items()))
+    assert fd.slo_series(key, members, START, START + DURATION) == []
