@@ -83,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     from app.service import diagnosis_config
     from app.sources.promapi import PrometheusError
     from app.ui.alertfeed import AlertFeed, NoAlerts, ReplayedAlerts
+    from app.ui.fleetdata import FleetOptions
     from app.ui.mount import standalone
     from app.ui.source import load_recording
 
@@ -121,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
         length=settings.window.length,
         step=settings.window.step,
         alert_feed=alerts,
+        fleet_options=FleetOptions.from_settings(settings),
     )
     port = args.port
     if port == 0:

@@ -8,6 +8,7 @@ from urllib.parse import quote, urlencode
 
 from app.ui.alertfeed import AlertFeed
 from app.ui.data import UiData
+from app.ui.fleetdata import FleetData
 
 
 @dataclass(frozen=True)
@@ -18,6 +19,7 @@ class PageContext:
     alerts: AlertFeed
     relative: Callable[[str], str]
     refresh_ms: int = 5000
+    fleets: FleetData | None = None
 
     def target_href(
         self,
@@ -38,6 +40,17 @@ class PageContext:
             params["from"] = str(int(start))
             params["to"] = str(int(end))
         path = self.relative(f"/targets/{quote(target, safe='')}")
+        return f"{path}?{urlencode(params)}" if params else path
+
+    def fleet_href(self, model: str, fleet: str | None = None, *, at: float | None = None) -> str:
+        """The fleet page of a model (``fleet``: one of its fleets by name), optionally at a
+        time (the SLO alerts' link form: ``/fleets/<model>?at=<unix>``)."""
+        params: dict[str, str] = {}
+        if fleet and fleet != model:
+            params["fleet"] = fleet
+        if at is not None:
+            params["at"] = str(int(at))
+        path = self.relative(f"/fleets/{quote(model, safe='')}")
         return f"{path}?{urlencode(params)}" if params else path
 
     def incident_href(

@@ -19,7 +19,8 @@ from app.ui import ids, timerange
 from app.ui.alertfeed import AlertFeed, NoAlerts
 from app.ui.context import PageContext
 from app.ui.data import UiData
-from app.ui.pages import alerts, incident, overview, target
+from app.ui.fleetdata import FleetData
+from app.ui.pages import alerts, fleet, incident, overview, target
 
 ASSETS = Path(__file__).parent / "assets"
 PREFIX = "/ui/"
@@ -55,6 +56,8 @@ def route(ctx: PageContext, path: str, search: str | None) -> Any:
         return overview.layout(ctx)
     if parts[0] == "targets" and len(parts) == 2:
         return target.layout(ctx, parts[1], q)
+    if parts[0] == "fleets" and len(parts) == 2:
+        return fleet.layout(ctx, parts[1], q)
     if parts == ["incident"]:
         return incident.layout(ctx, q)
     if parts == ["alerts"]:
@@ -68,10 +71,12 @@ def build_dash(
     data: UiData,
     *,
     alert_feed: AlertFeed | None = None,
+    fleets: FleetData | None = None,
     prefix: str = PREFIX,
     refresh_ms: int = 5000,
 ) -> Dash:
-    """The UI for ``data``, to be served under ``prefix`` (mounted there by the caller)."""
+    """The UI for ``data`` (and ``fleets``: the fleet pages), to be served under ``prefix``
+    (mounted there by the caller)."""
     app = Dash(
         __name__,
         requests_pathname_prefix=prefix,
@@ -87,6 +92,7 @@ def build_dash(
         alerts=alert_feed or NoAlerts(),
         relative=app.get_relative_path,
         refresh_ms=refresh_ms,
+        fleets=fleets,
     )
     app.layout = _shell(ctx)
     app.validation_layout = html.Div(  # type: ignore[assignment]
@@ -100,6 +106,9 @@ def build_dash(
                 [], incident.ALL_STREAMS, choice="6h", start=None, end=None, bounded=False
             ),
             html.Div(incident.view({}, [], "")),
+            fleet.view(
+                ctx, "", [], None, choice="1h", start=None, end=None, at=None, bounded=False
+            ),
             alerts.layout(ctx),
         ]
     )
@@ -112,6 +121,6 @@ def build_dash(
     def render(pathname: str | None, search: str | None) -> Any:
         return route(ctx, app.strip_relative_path(pathname or prefix) or "", search)
 
-    for page in (overview, target, incident, alerts):
+    for page in (overview, target, fleet, incident, alerts):
         page.register(app, ctx)
     return app

@@ -19,6 +19,8 @@ OVERVIEW_CARDS = "overview-cards"
 OVERVIEW_TICK = "overview-tick"
 OVERVIEW_STATUS = "overview-status"
 TARGET_CARD = "target-card"  # pattern type, index: "target\nmodel"
+OVERVIEW_FLEETS = "overview-fleets"
+FLEET_LINK = "fleet-link"  # pattern type, index: the fleet's name
 
 # -- target page --------------------------------------------------------------------------
 TARGET_STREAM = "target-stream"  # dcc.Store: {"target", "model"}
@@ -37,6 +39,24 @@ TARGET_STATUS = "target-status"
 TARGET_INCIDENT_LINK = "target-incident-link"
 TARGET_AT = "target-at"  # dcc.Store: the window end the card shows (None = latest)
 TARGET_ZOOM = "target-zoom"  # dcc.Store: [start, end] the user zoomed to (None = whole range)
+
+# -- fleet page ---------------------------------------------------------------------------
+FLEET_MODEL = "fleet-model"  # dcc.Store: {"model"}
+FLEET_AT = "fleet-at"  # dcc.Store: the window end the page explains (None = latest)
+FLEET_SELECT = "fleet-select"
+FLEET_RANGE = "fleet-range"
+FLEET_FROM = "fleet-from"
+FLEET_TO = "fleet-to"
+FLEET_CUSTOM = "fleet-custom"
+FLEET_TICK = "fleet-tick"
+FLEET_STATUS = "fleet-status"
+FLEET_IMBALANCE = "fleet-imbalance"
+FLEET_TABLE = "fleet-table"
+FLEET_BARS = "fleet-bars"
+FLEET_GRAPH = "fleet-graph"
+FLEET_CARD = "fleet-card"
+FLEET_SLO = "fleet-slo"
+FLEET_SLO_GRAPH = "fleet-slo-graph"
 
 # -- incident review ----------------------------------------------------------------------
 INCIDENT_STREAM = "incident-stream"
@@ -64,6 +84,11 @@ ALERTS_TICK = "alerts-tick"
 def target_card(target: str, model: str) -> dict[str, Any]:
     """The pattern id of one stream's overview card."""
     return {"type": TARGET_CARD, "index": f"{target}\n{model}"}
+
+
+def fleet_link(fleet: str) -> dict[str, Any]:
+    """The pattern id of one fleet's link on the overview."""
+    return {"type": FLEET_LINK, "index": fleet}
 
 
 def spike_row(index: int) -> dict[str, Any]:

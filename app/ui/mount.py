@@ -23,10 +23,12 @@ from fastapi.responses import RedirectResponse
 
 from app.config import Settings
 from app.diagnose import DiagnosisConfig
+from app.fleet.tracker import SloTracker
 from app.service import diagnosis_config
 from app.ui.alertfeed import AlertFeed, NoAlerts, StoreAlerts
 from app.ui.dashapp import build_dash
 from app.ui.data import UiData
+from app.ui.fleetdata import FleetData, FleetOptions
 from app.ui.source import StoreSource, WindowSource, live_targets
 
 log = logging.getLogger(__name__)
@@ -76,11 +78,12 @@ def mount(
     data: UiData,
     *,
     alert_feed: AlertFeed | None = None,
+    fleets: FleetData | None = None,
     warmer: Warmer | None = None,
     path: str = "/ui",
 ) -> None:
     """Serve the Dash UI for ``data`` under ``path``; run ``warmer`` with the app."""
-    dash_app = build_dash(data, alert_feed=alert_feed, prefix=path.rstrip("/") + "/")
+    dash_app = build_dash(data, alert_feed=alert_feed, fleets=fleets, prefix=path.rstrip("/") + "/")
     app.mount(path, WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
 
     @app.get(path, include_in_schema=False)
@@ -109,7 +112,7 @@ def mount_live(app: FastAPI, settings: Settings, *, warm: bool = True) -> UiData
     def service() -> Any:
         return app.state.service
 
-    source: WindowSource = StoreSource(
+    source = StoreSource(
         lambda: service().store,
         targets=live_targets(lambda: service().collector.states),
         settled=settings.scrape.interval + settings.scrape.timeout + 1.0,
@@ -124,7 +127,20 @@ def mount_live(app: FastAPI, settings: Settings, *, warm: bool = True) -> UiData
     alerts: AlertFeed = StoreAlerts(lambda: service().store)
     if not settings.alerts.enabled:
         alerts = NoAlerts()
-    mount(app, data, alert_feed=alerts, warmer=Warmer(data) if warm else None)
+
+    def tracker() -> SloTracker:  # the alert engine's: one cache for alerts, gauges and UI
+        found: SloTracker = service().alerting.engine.slos.tracker
+        return found
+
+    fleets = FleetData(
+        source,
+        data.config,
+        FleetOptions.from_settings(settings),
+        length=settings.window.length,
+        step=settings.window.step,
+        tracker=tracker,
+    )
+    mount(app, data, alert_feed=alerts, fleets=fleets, warmer=Warmer(data) if warm else None)
     return data
 
 
@@ -142,11 +158,20 @@ def standalone(
     step: float = 15.0,
     alert_feed: AlertFeed | None = None,
     title: str = "phasewatch UI",
+    fleet_options: FleetOptions | None = None,
 ) -> FastAPI:
-    """A FastAPI app serving only the UI (and ``/healthz``) over a fixed source."""
+    """A FastAPI app serving only the UI (and ``/healthz``) over a fixed source.
+
+    Fleet pages need a source that also yields deltas (a :class:`StoreSource`);
+    ``fleet_options`` default to the built-in SLO (``Settings()``'s).
+    """
     app = FastAPI(title=title, docs_url=None, redoc_url=None, openapi_url=None)
     data = UiData(source, config, length=length, step=step)
-    mount(app, data, alert_feed=alert_feed)
+    fleets = None
+    if isinstance(source, StoreSource):
+        options = fleet_options or FleetOptions.from_settings(Settings())
+        fleets = FleetData(source, config, options, length=length, step=step)
+    mount(app, data, alert_feed=alert_feed, fleets=fleets)
 
     @app.get("/healthz", include_in_schema=False)
     def healthz() -> dict[str, str]:

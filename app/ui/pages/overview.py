@@ -1,4 +1,6 @@
-"""Overview: every target and model as a card, worst first; a click opens the target."""
+"""Overview: every fleet as a link to its page, then every target and model as a card,
+worst first; a click on a card opens the target. Cards and fleet links show the error
+budget left of each SLO that covers them."""
 
 from __future__ import annotations
 
@@ -7,11 +9,13 @@ from typing import Any
 from dash import Dash, Input, Output, dcc, html
 
 from app.diagnose.records import fmt_value
-from app.ui import ids
+from app.ui import ids, palette
 from app.ui.components import badge, data_attrs, mini_band
 from app.ui.context import PageContext
 from app.ui.data import Card
 from app.ui.figures import utc
+from app.ui.fleet_components import budget_text
+from app.ui.fleetdata import FleetSummary
 
 RECENT_S = 900.0
 
@@ -21,6 +25,7 @@ def layout(ctx: PageContext) -> html.Div:
         [
             html.H2("Fleet"),
             html.P(id=ids.OVERVIEW_STATUS, className="muted"),
+            html.Div(id=ids.OVERVIEW_FLEETS, className="fleets"),
             html.Div(id=ids.OVERVIEW_CARDS, className="cards"),
             dcc.Interval(
                 id=ids.OVERVIEW_TICK,
@@ -39,7 +44,56 @@ def _metric(name: str, value: str, *, over: bool = False) -> html.Div:
     )
 
 
-def card_view(ctx: PageContext, card: Card, *, now: float) -> dcc.Link:
+def budget_lines(budgets: list[tuple[str, float | None]]) -> list[html.Div]:
+    """``budget left (default): 87 % left`` for each SLO covering a stream or fleet."""
+    return [
+        html.Div(
+            [f"error budget ({name}): ", html.Strong(budget_text(left))],
+            className="card-budget over" if left is not None and left <= 0 else "card-budget",
+            **data_attrs(slo=name),
+        )
+        for name, left in budgets
+    ]
+
+
+def fleet_link_view(ctx: PageContext, f: FleetSummary) -> dcc.Link:
+    """One fleet on the overview: its replicas, who is imbalanced (in words), its budgets."""
+    n = len(f.members)
+    state: Any
+    if f.flagged:
+        state = html.Span(
+            [
+                html.Span(", ".join(f.flagged), className="fleet-flagged"),
+                " ",
+                html.Span(palette.IMBALANCED_LABEL, className="flag-imbalanced"),
+            ]
+        )
+    else:
+        state = html.Span("replicas in line" if n > 1 else "one replica", className="muted")
+    return dcc.Link(
+        html.Div(
+            [
+                html.Span(f.key.name, className="fleet-name"),
+                html.Span(f"{n} replica(s)", className="muted"),
+                state,
+                *budget_lines(list(f.budgets)),
+            ],
+            className="fleet-summary",
+            **data_attrs(flagged=",".join(f.flagged)),
+        ),
+        href=ctx.fleet_href(f.key.model_name, f.key.name),
+        id=ids.fleet_link(f.key.name),
+        className="fleet-link",
+    )
+
+
+def card_view(
+    ctx: PageContext,
+    card: Card,
+    *,
+    now: float,
+    budgets: list[tuple[str, float | None]] | None = None,
+) -> dcc.Link:
     """One stream's card, linking to its target page."""
     body: list[Any] = [
         html.Div(
@@ -76,6 +130,7 @@ def card_view(ctx: PageContext, card: Card, *, now: float) -> dcc.Link:
             )
         )
         body.append(mini_band(card.recent, ctx.data.step, start=now - RECENT_S, end=now))
+        body.extend(budget_lines(budgets or []))
     elif not card.error:
         body.append(badge("insufficient_data"))
         body.append(html.Div("no data yet", className="muted"))
@@ -97,9 +152,10 @@ def register(app: Dash, ctx: PageContext) -> None:
     @app.callback(
         Output(ids.OVERVIEW_CARDS, "children"),
         Output(ids.OVERVIEW_STATUS, "children"),
+        Output(ids.OVERVIEW_FLEETS, "children"),
         Input(ids.OVERVIEW_TICK, "n_intervals"),
     )
-    def refresh(_n: int | None) -> tuple[list[dcc.Link], str]:
+    def refresh(_n: int | None) -> tuple[list[dcc.Link], str, Any]:
         firing: dict[tuple[str, str], list[str]] = {}
         for a in ctx.alerts.current():
             if a.state == "firing":
@@ -112,4 +168,19 @@ def register(app: Dash, ctx: PageContext) -> None:
             f"{len(cards)} stream(s), {problems} not healthy, {n_firing} firing alert(s) · "
             f"{ctx.data.source.label} · as of {utc(now)} UTC"
         )
-        return [card_view(ctx, c, now=now) for c in cards], status
+        fd = ctx.fleets
+        fleets: Any = ""
+        if fd is not None:
+            summaries = fd.summaries()
+            if summaries:
+                fleets = [html.H3("Fleets"), *(fleet_link_view(ctx, f) for f in summaries)]
+        views = [
+            card_view(
+                ctx,
+                c,
+                now=now,
+                budgets=fd.budgets_of(c.target, c.model_name) if fd is not None else None,
+            )
+            for c in cards
+        ]
+        return views, status, fleets

@@ -1,0 +1,231 @@
+"""Fleet page: the replicas of one model side by side, their imbalance, and its SLOs.
+
+URL: ``/ui/fleets/<model_name>``, plus ``fleet=<fleet name>`` when ``fleet.group_by``
+splits the model into several fleets, and either ``at=<unix>`` (the hour around that
+time, the tables on the window holding it: the SLO alerts link here) or
+``from=<unix>&to=<unix>``. The tables and the bars show one window (the latest, or the
+one holding ``at``); the charts the range; the SLO panel the budget now.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
+
+from app.fleet.aggregate import FleetKey
+from app.ui import ids, timerange
+from app.ui.components import diagnosis_card
+from app.ui.context import PageContext
+from app.ui.figures import utc
+from app.ui.fleet_components import imbalance_panel, replicas_table, slo_panel
+from app.ui.fleet_figures import replicas_bars, replicas_figure, slo_figure
+from app.ui.fleetdata import FleetData, replica_point
+
+AT_PAD_S = 1800.0
+
+
+def _fleets(ctx_: PageContext, model: str) -> dict[str, tuple[FleetKey, list[str]]]:
+    if ctx_.fleets is None:
+        return {}
+    return {k.name: (k, m) for k, m in ctx_.fleets.of_model(model).items()}
+
+
+def _float(text: str | None) -> float | None:
+    try:
+        value = float(text) if text is not None else None
+    except ValueError:
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def layout(ctx_: PageContext, model: str, q: dict[str, str]) -> html.Div:
+    names = sorted(_fleets(ctx_, model))
+    fleet = q.get("fleet") if q.get("fleet") in names else (names[0] if names else None)
+    now = ctx_.data.now()
+    at = _float(q.get("at"))
+    start, end = _float(q.get("from")), _float(q.get("to"))
+    bounded = ctx_.data.source.span() is not None
+    choice = timerange.ALL if bounded else "1h"
+    if at is not None:
+        start, end = at - AT_PAD_S, min(at + AT_PAD_S, max(now, at))
+        choice = timerange.CUSTOM
+    elif start is not None and end is not None and end > start:
+        choice = timerange.CUSTOM
+    return view(
+        ctx_, model, names, fleet, choice=choice, start=start, end=end, at=at, bounded=bounded
+    )
+
+
+def view(
+    ctx_: PageContext,
+    model: str,
+    fleets: list[str],
+    fleet: str | None,
+    *,
+    choice: str,
+    start: float | None,
+    end: float | None,
+    at: float | None,
+    bounded: bool,
+) -> html.Div:
+    """The page's components (no data access: also the validation skeleton)."""
+    return html.Div(
+        [
+            dcc.Store(id=ids.FLEET_MODEL, data={"model": model}),
+            dcc.Store(id=ids.FLEET_AT, data=at),
+            html.Div(
+                [
+                    html.H2([html.Span(model, className="page-target"), " · fleet"]),
+                    dcc.Dropdown(
+                        id=ids.FLEET_SELECT,
+                        options=[{"label": f, "value": f} for f in fleets],
+                        value=fleet,
+                        clearable=False,
+                        className="model-select",
+                    ),
+                ],
+                className="page-head",
+            ),
+            html.Div(
+                timerange.control(
+                    ids.FLEET_RANGE,
+                    ids.FLEET_FROM,
+                    ids.FLEET_TO,
+                    ids.FLEET_CUSTOM,
+                    value=choice,
+                    start=start,
+                    end=end,
+                    bounded=bounded,
+                ),
+                className="controls",
+            ),
+            html.P(id=ids.FLEET_STATUS, className="muted status"),
+            html.Div(
+                [
+                    html.Div(id=ids.FLEET_IMBALANCE, className="col-main"),
+                    html.Div(id=ids.FLEET_SLO, className="col-side"),
+                ],
+                className="two-cols",
+            ),
+            html.H3("Replicas side by side"),
+            html.Div(id=ids.FLEET_TABLE, className="table-wrap"),
+            dcc.Graph(id=ids.FLEET_BARS, config={"displaylogo": False}, className="chart"),
+            html.H3("Replicas over time"),
+            dcc.Graph(id=ids.FLEET_GRAPH, config={"displaylogo": False}, className="chart"),
+            html.H3("SLO attainment and error budget"),
+            dcc.Graph(id=ids.FLEET_SLO_GRAPH, config={"displaylogo": False}, className="chart"),
+            html.H3("Fleet diagnosis"),
+            html.Div(id=ids.FLEET_CARD, className="col-main"),
+            dcc.Interval(
+                id=ids.FLEET_TICK, interval=ctx_.refresh_ms, disabled=not ctx_.data.source.live
+            ),
+        ],
+        className="page-fleet-view",
+    )
+
+
+def _window_end(fd: FleetData, at: float) -> float:
+    return math.ceil(at / fd.step - 1e-9) * fd.step
+
+
+def _render(
+    ctx_: PageContext, fd: FleetData, model: str, fleet: str, start: float, end: float, at: Any
+) -> tuple[Any, ...]:
+    found = _fleets(ctx_, model).get(fleet)
+    if found is None:
+        msg = html.P(f"No fleet {fleet} of {model}.", className="muted")
+        return msg, msg, "", {}, {}, "", {}, ""
+    key, members = found
+    view = fd.latest(key, members, None if at is None else _window_end(fd, at))
+    kinds: dict[str, list[str]] = {}
+    for o in view.imbalance.outliers:
+        kinds.setdefault(o.replica, []).append(o.kind)
+    points = {w.target: replica_point(w, kinds.get(w.target, ())) for w in view.fleet.replicas}
+    specs = fd.specs_for(key, members)
+    attainment = fd.attainment_of(view, specs[0]) if specs else {}
+    table = replicas_table(
+        view, points, attainment, href=lambda t: ctx_.target_href(t, model, at=at)
+    )
+    bars = replicas_bars(points, members, fair_share=view.imbalance.fair_share)
+    series = fd.series(key, members, start, end)
+    statuses = [s for s in fd.statuses() if s.key == key]
+    when = "latest window" if at is None else "chosen window"
+    status = (
+        f"{len(view.fleet.replicas)} of {len(members)} replica(s) with data · tables: {when} "
+        f"{utc(view.fleet.window.start)} – {utc(view.fleet.window.end)} UTC · charts: "
+        f"{len(series.fleet_points)} windows of {series.length:g} s every {series.step:g} s · "
+        f"{ctx_.data.source.label}"
+    )
+    return (
+        status,
+        imbalance_panel(view, min_replicas=fd.options.thresholds.min_replicas),
+        table,
+        bars,
+        replicas_figure(series, uirevision=f"{fleet}\n{start}"),
+        slo_panel(statuses),
+        slo_figure(fd.slo_series(key, members, start, end)),
+        diagnosis_card(view.diagnosis, latest=at is None),
+    )
+
+
+def register(app: Dash, ctx_: PageContext) -> None:
+    data = ctx_.data
+
+    @app.callback(
+        Output(ids.FLEET_CUSTOM, "style"),
+        Output(ids.FLEET_FROM, "value"),
+        Output(ids.FLEET_TO, "value"),
+        Input(ids.FLEET_RANGE, "value"),
+        State(ids.FLEET_FROM, "value"),
+        State(ids.FLEET_TO, "value"),
+        prevent_initial_call=True,
+    )
+    def show_custom(choice: str, lo: str | None, hi: str | None) -> tuple[Any, Any, Any]:
+        if choice != timerange.CUSTOM:
+            return {"display": "none"}, no_update, no_update
+        if lo and hi:
+            return {}, no_update, no_update
+        now = data.now()
+        return {}, timerange.fmt_time(now - 3600), timerange.fmt_time(now)
+
+    @app.callback(
+        Output(ids.FLEET_STATUS, "children"),
+        Output(ids.FLEET_IMBALANCE, "children"),
+        Output(ids.FLEET_TABLE, "children"),
+        Output(ids.FLEET_BARS, "figure"),
+        Output(ids.FLEET_GRAPH, "figure"),
+        Output(ids.FLEET_SLO, "children"),
+        Output(ids.FLEET_SLO_GRAPH, "figure"),
+        Output(ids.FLEET_CARD, "children"),
+        Output(ids.FLEET_AT, "data"),
+        Input(ids.FLEET_SELECT, "value"),
+        Input(ids.FLEET_RANGE, "value"),
+        Input(ids.FLEET_FROM, "value"),
+        Input(ids.FLEET_TO, "value"),
+        Input(ids.FLEET_TICK, "n_intervals"),
+        State(ids.FLEET_MODEL, "data"),
+        State(ids.FLEET_AT, "data"),
+    )
+    def refresh(
+        fleet: str | None,
+        choice: str,
+        lo: str | None,
+        hi: str | None,
+        _tick: int | None,
+        stored: dict[str, str],
+        at: float | None,
+    ) -> tuple[Any, ...]:
+        model = stored["model"]
+        fd = ctx_.fleets
+        if fd is None or not fleet:
+            msg = html.P(f"No data for {model} yet.", className="muted")
+            return msg, "", "", {}, {}, "", {}, "", None
+        if ctx.triggered_id in (ids.FLEET_SELECT, ids.FLEET_RANGE, ids.FLEET_FROM, ids.FLEET_TO):
+            at = None
+        try:
+            start, end = timerange.resolve(choice, lo, hi, now=data.now(), span=data.source.span())
+        except timerange.RangeError as exc:
+            return (str(exc), *((no_update,) * 7), at)
+        return (*_render(ctx_, fd, model, fleet, start, end, at), at)
