@@ -319,13 +319,17 @@ class FleetData:
             self._statuses = (end, out)
         return out
 
+    def budgets(self) -> dict[tuple[str, str], list[tuple[str, float | None]]]:
+        """Per stream (target, model): (SLO name, budget left) of every SLO on its fleet."""
+        out: dict[tuple[str, str], list[tuple[str, float | None]]] = {}
+        for s in self.statuses():
+            for t in s.members:
+                out.setdefault((t, s.key.model_name), []).append((s.spec.name, s.budget.remaining))
+        return out
+
     def budgets_of(self, target: str, model: str) -> list[tuple[str, float | None]]:
         """(SLO name, budget left) of every SLO on the fleet that holds this stream."""
-        return [
-            (s.spec.name, s.budget.remaining)
-            for s in self.statuses()
-            if s.key.model_name == model and target in s.members
-        ]
+        return self.budgets().get((target, model), [])
 
     def slo_series(
         self, key: FleetKey, members: Sequence[str], start: float, end: float

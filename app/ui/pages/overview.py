@@ -170,17 +170,13 @@ def register(app: Dash, ctx: PageContext) -> None:
         )
         fd = ctx.fleets
         fleets: Any = ""
+        budgets: dict[tuple[str, str], list[tuple[str, float | None]]] = {}
         if fd is not None:
+            budgets = fd.budgets()
             summaries = fd.summaries()
             if summaries:
                 fleets = [html.H3("Fleets"), *(fleet_link_view(ctx, f) for f in summaries)]
         views = [
-            card_view(
-                ctx,
-                c,
-                now=now,
-                budgets=fd.budgets_of(c.target, c.model_name) if fd is not None else None,
-            )
-            for c in cards
+            card_view(ctx, c, now=now, budgets=budgets.get((c.target, c.model_name))) for c in cards
         ]
         return views, status, fleets
