@@ -15,6 +15,8 @@ import argparse
 import asyncio
 import json
 import math
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -255,6 +257,53 @@ def test_replica_set_flags_become_per_replica_overrides() -> None:
     for bad in ("workload.rate_multiplier=3", "a:x=1", "1:x"):
         with pytest.raises(SimConfigError):
             replica_overrides_from(argparse.Namespace(replica_set=[bad]))
+
+
+def _running(text: str) -> float:
+    for fam in text_string_to_metric_families(text):
+        if fam.name == "vllm:num_requests_running":
+            return float(sum(s.value for s in fam.samples))
+    raise AssertionError("no vllm:num_requests_running on the page")
+
+
+def test_the_sim_command_overloads_only_the_replica_it_is_told_to() -> None:
+    cmd = [
+        sys.executable,
+        "-m",
+        "app.sim.cli",
+        "--scenario",
+        "healthy",
+        "--replicas",
+        "3",
+        "--replica-set",
+        f"{BAD}:workload.rate_multiplier=3",
+        "--port",
+        "0",
+        "--speed",
+        "40",
+    ]
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=root)
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip().removeprefix("listening on ")
+        assert proc.stdout.readline().startswith("replicas: ")
+        assert proc.stdout.readline().strip() == f"replica {BAD} sets workload.rate_multiplier=3"
+        deadline = time.time() + 20.0
+        while True:
+            running = [
+                _running(httpx.get(f"{url}/replica/{i}/metrics", timeout=5).text)
+                for i in range(REPLICAS)
+            ]
+            if running[BAD] > 2 * max(running[:BAD]) or time.time() > deadline:
+                break
+            time.sleep(0.25)
+        assert running[BAD] > 2 * max(running[:BAD]), running
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 def test_a_replica_scenario_must_name_an_existing_replica() -> None:
