@@ -1,19 +1,22 @@
 """Soak: phasewatch scraping a faulty fleet for a long while, switching faults on and off.
 
 Starts the simulator's multi-replica mode in its own process (``phasewatch sim
---replicas N``), loopback fault targets in this process (tests/faults.py servers: one for
-most faults, one that stops listening for ``refused``), a loopback webhook receiver, and
+--replicas N``), loopback fault targets in this process (bench/soak_faults.py, on
+tests/faults.py servers), a loopback webhook receiver, and
 ``phasewatch serve`` scraping all ``--targets`` of them every ``--interval`` seconds with
 the default alert rules plus a ``target_up == 0`` rule without ``for`` (so that every
 fault episode notifies). Every ``--switch-every`` seconds (jittered) faults switch: the
 first time all at once (each fault target gets the next fault of a shuffled cycle, the
 second server stops listening, the receiver answers 503), then a random
 ``--switch-share`` of them (a healthy target gets the next fault, a faulty one heals; the
-receiver's 503 lasts one switch). After ``--duration`` seconds every fault heals, the
-outbox drains, the service stops, and it prints ``name: value`` lines:
+second server heals at the next switch, the receiver once a send to it failed). Every
+state lasts at least two intervals plus the timeout, so that a scrape shows it. After
+``--duration`` seconds every fault heals, the outbox drains, the service stops, and it
+prints ``name: value`` lines:
 
-* ``rss_mb_start`` (after ``--warmup`` seconds), ``rss_mb_end``, ``rss_growth_pct``
-  (must be < 10), ``rss_mb_max``;
+* ``rss_mb_start`` (the first 10 s after ``--warmup``), ``rss_mb_end`` (the last 10 s),
+  each a median of 5 readings of ``VmRSS``; ``rss_growth_pct`` (must be < 10);
+  ``rss_mb_max``;
 * ``unhandled_exceptions``: tracebacks in the service log while it ran (must be 0);
 * ``faults_injected``, ``faults_seen``, ``faults_missing`` (injected, never seen: must be
   none), ``faults_not_injected`` (must be none): a fault is seen when ``/api/v1/targets``
@@ -23,10 +26,13 @@ outbox drains, the service stops, and it prints ``name: value`` lines:
   (distinct bodies the receiver got), ``notifications_duplicates`` (extra copies,
   allowed by the at-least-once rule), ``notifications_lost`` (sent, never received:
   must be 0), ``notifications_unknown`` (received, never sent: must be 0) and
-  ``notifications_pending`` (still in the outbox at the stop).
+  ``notifications_pending`` (still in the outbox at the stop);
+* for information: ``scrape_rounds_missed`` and ``scrape_gaps`` (the service's own
+  counters), ``api_failures`` (API calls that failed or timed out after 10 s).
 
 Exit status 1 when a must is not met. Every process it starts is stopped (by PID) on the
-way out, also on Ctrl-C or SIGTERM; the temporary folder goes unless ``--keep``.
+way out, also on Ctrl-C or SIGTERM. The temporary folder (logs, store, ``trace.log``: each
+switch and what health showed) goes unless ``--keep``.
 
     python bench/soak.py [--duration 600] [--targets 200] [--fault-targets 40]
 """
@@ -34,45 +40,28 @@ way out, also on Ctrl-C or SIGTERM; the temporary folder goes unless ``--keep``.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
-import random
 import shutil
 import signal
 import sqlite3
+import statistics
 import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.soak_faults import KINDS, Soak  # noqa: E402
 from tests.faults import FaultServer, gzip_bomb  # noqa: E402
 from tests.realbins import free_port, running  # noqa: E402
 
-# Faults that last until healed: FaultServer mode and parameters → the error kind shown.
-STATES: dict[str, tuple[str, dict[str, Any], str]] = {
-    "hang": ("hang", {}, "timeout"),
-    "http_500": ("status", {"status": 500}, "http_status"),
-    "http_404": ("status", {"status": 404}, "http_status"),
-    "html": ("html", {}, "not_prometheus"),
-    "junk": ("junk", {}, "not_prometheus"),
-    "truncated": ("truncated", {}, "truncated"),
-    "huge": ("huge", {}, "too_large"),
-    "huge_stream": ("huge_stream", {}, "too_large"),
-    "gzip_bomb": ("gzip_bomb", {}, "too_large"),
-    "flap": ("flap", {}, "http_status"),
-}
-# Faults that happen once: the target restarts (counters from 0), or its TTFT buckets change.
-EVENTS = {"restart": "reset", "layout_change": "bucket_layout_changed"}
-KINDS = [*STATES, *EVENTS, "refused", "receiver_503"]
+RSS_SAMPLES = 5
 RULES = """
 rules:
   - alert: SoakTargetDown
@@ -81,17 +70,6 @@ rules:
     value: scrape_error_kind
     annotations: {summary: "{{ labels.target }} does not answer ({{ value }})"}
 """
-
-
-@dataclass
-class Slot:
-    """A fault target: its name, its path on the fault server, what it is doing now."""
-
-    name: str
-    path: str
-    fault: str = "ok"
-    since: float = 0.0
-    events: list[tuple[str, float]] = field(default_factory=list)
 
 
 def rss_mb(pid: int) -> float:
@@ -126,6 +104,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--targets", type=int, default=200, help="targets in all")
     p.add_argument("--fault-targets", type=int, help="of which fault targets (default 1/5)")
     p.add_argument("--interval", type=float, default=5.0, help="scrape interval, seconds")
+    p.add_argument("--timeout", type=float, default=4.0, help="scrape timeout, seconds")
     p.add_argument("--switch-every", type=float, default=15.0, help="seconds between switches")
     p.add_argument("--switch-share", type=float, default=0.3, help="fault targets switched")
     p.add_argument("--scenario", default="healthy", help="simulator scenario")
@@ -155,7 +134,7 @@ def config(args: argparse.Namespace, tmp: Path, sim_url: str, port: int, soak: S
     (tmp / "rules.yaml").write_text(RULES)
     cfg = {
         "targets": targets,
-        "scrape": {"interval": args.interval},
+        "scrape": {"interval": args.interval, "timeout": args.timeout},
         "storage": {"path": str(tmp / "pw.db")},
         "server": {"host": "127.0.0.1", "port": port},
         "log": {"level": "INFO"},
@@ -169,127 +148,6 @@ def config(args: argparse.Namespace, tmp: Path, sim_url: str, port: int, soak: S
     path = tmp / "phasewatch.yaml"
     path.write_text(yaml.safe_dump(cfg))
     return path
-
-
-class Soak:
-    """The faults, their switching and what the service showed of them."""
-
-    def __init__(
-        self, args: argparse.Namespace, srv: FaultServer, gone: FaultServer, hooks: FaultServer
-    ) -> None:
-        self.args, self.srv, self.gone, self.hooks = args, srv, gone, hooks
-        self.slots = [Slot(f"fault-{i:03d}", f"/fault-{i}") for i in range(args.fault_targets - 2)]
-        self.api = ""  # the service's /api/v1, once it listens
-        self.rng = random.Random(args.seed)
-        kinds = [*STATES, *EVENTS]
-        self.rng.shuffle(kinds)
-        self.cycle = itertools.cycle(kinds)
-        self.injected: set[str] = set()
-        self.seen: set[str] = set()
-        self.gone_since: float | None = None
-        self.hook_since: float | None = None
-        self.api_failures = 0
-
-    def switch(self, now: float) -> None:
-        """Switch faults on and off at random; the first time, every one of them at once."""
-        share = self.args.switch_share if self.injected else 1.0
-        for slot in self.slots:
-            if self.rng.random() >= share:
-                continue
-            if slot.fault != "ok":
-                self.srv.set(slot.path, "ok")
-                slot.fault = "ok"
-                continue
-            kind = next(self.cycle)
-            self.injected.add(kind)
-            slot.since = now
-            if kind in STATES:
-                mode, params, _ = STATES[kind]
-                self.srv.set(slot.path, mode, **params)
-                slot.fault = kind
-            elif kind == "restart":
-                self.srv.restart(slot.path)
-                slot.events.append((kind, now))
-            else:
-                route = self.srv.route(slot.path)
-                self.srv.set(slot.path, "ok", layout=1 - route.layout)
-                slot.events.append((kind, now))
-        if self.gone_since is None and self.rng.random() < share:
-            self.gone.refuse()
-            self.gone_since = now
-            self.injected.add("refused")
-        elif self.gone_since is not None and self.rng.random() < 2 * share:
-            self.gone.listen()
-            self.gone_since = None
-        if self.hook_since is None and self.rng.random() < share / 3:
-            self.hooks.set("/hook", "status", status=503)
-            self.hook_since = now
-            self.injected.add("receiver_503")
-        elif self.hook_since is not None:
-            self.hooks.set("/hook", "ok")  # at most one switch period down
-            self.hook_since = None
-
-    def heal(self) -> None:
-        for slot in self.slots:
-            self.srv.set(slot.path, "ok")
-            slot.fault = "ok"
-        self.gone.listen()
-        self.gone_since = None
-        self.hooks.set("/hook", "ok")
-        self.hook_since = None
-
-    def get(self, path: str, **params: Any) -> Any:
-        try:
-            return httpx.get(self.api + path, params=params, timeout=10).json()
-        except (httpx.HTTPError, ValueError):
-            self.api_failures += 1
-            return None
-
-    def look(self) -> None:
-        """Note the faults that target and component health show now."""
-        targets = self.get("/targets")
-        if targets is None:
-            return
-        by_name = {t["name"]: t for t in targets}
-        for slot in self.slots:
-            t = by_name.get(slot.name) or {}
-            fresh = (t.get("last_scrape") or 0.0) > slot.since
-            kind = t.get("last_error_kind")
-            if slot.fault in STATES and fresh and kind == STATES[slot.fault][2]:
-                self.seen.add(slot.fault)
-            if kind == EVENTS["layout_change"] and fresh:
-                self.seen.add("layout_change")
-        if self.gone_since is not None:
-            gone = [t for t in targets if t["name"].startswith("fault-gone-")]
-            since = self.gone_since
-            if any(t["last_error_kind"] == "refused" and t["last_scrape"] > since for t in gone):
-                self.seen.add("refused")
-        if self.hook_since is not None:
-            health = self.get("/health/components") or {}
-            since = self.hook_since
-            kinds = {
-                r.get("last_error_kind")
-                for r in health.get("receivers", [])
-                if (r.get("last_error_at") or 0.0) > since
-            }
-            if "http_5xx" in kinds:
-                self.seen.add("receiver_503")
-
-    def restarts_seen(self) -> None:
-        """A restart shows as a window marked ``reset`` just after it (unless the bucket
-        layout changed around then too, which marks the same)."""
-        span = 3 * self.args.interval
-        for slot in self.slots:
-            layouts = [t for k, t in slot.events if k == "layout_change"]
-            for kind, t in slot.events:
-                if kind != "restart" or any(abs(t - u) < 2 * span for u in layouts):
-                    continue
-                got = self.get(
-                    "/windows", target=slot.name, start=t, end=t + span, window=span, step=span
-                )
-                if got and any(w.get("reset") for w in got):
-                    self.seen.add("restart")
-                    return
 
 
 def notifications(db: Path, received: list[Any]) -> dict[str, int]:
@@ -331,18 +189,22 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         ):
             t0 = time.monotonic()
             next_switch = t0 + args.switch_every
+            # No switch in the last rounds: every fault switched on gets scraped and looked at.
+            last_switch = t0 + args.duration - 3 * args.interval - 5.0
             while (now := time.monotonic()) < t0 + args.duration:
                 if proc.poll() is not None:
                     raise RuntimeError(f"phasewatch exited:\n{log.read_text()[-3000:]}")
-                if now >= next_switch:
+                if next_switch <= now <= last_switch:
                     soak.switch(time.time())
                     next_switch = now + args.switch_every * soak.rng.uniform(0.5, 1.5)
                 soak.look()
                 if now - t0 >= args.warmup:
                     rss.append(rss_mb(proc.pid))
+                    soak.trace.append(f"{time.time():.2f} rss_mb {rss[-1]:.1f}")
                 time.sleep(2.0)
             rss.append(rss_mb(proc.pid))
             soak.restarts_seen()
+            rounds = soak.rounds(base)
             # Heal everything; once every target answers, two evaluation rounds (15 s by
             # default) resolve the alerts; then the outbox drains.
             soak.heal()
@@ -357,19 +219,25 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             # Counted before the stop: a graceful stop may cancel a running job.
             exceptions = log.read_text().count("Traceback (most recent")
         sim_log = (tmp / "sim.log").read_text()
+        (tmp / "trace.log").write_text("\n".join(soak.trace) + "\n")
     missing = soak.injected - soak.seen
+    # Medians of the first and last RSS_SAMPLES readings (2 s apart): a page being read
+    # (up to scrape.max_body_bytes) shows in one reading, not in a median.
+    rss_start = statistics.median(rss[:RSS_SAMPLES])
+    rss_end = statistics.median(rss[-RSS_SAMPLES:])
     out: dict[str, Any] = {
         "duration_s": round(args.duration),
         "warmup_s": round(args.warmup),
         "targets": args.targets,
         "fault_targets": args.fault_targets,
-        "rss_mb_start": round(rss[0], 1),
-        "rss_mb_end": round(rss[-1], 1),
+        "rss_mb_start": round(rss_start, 1),
+        "rss_mb_end": round(rss_end, 1),
         "rss_mb_max": round(max(rss), 1),
-        "rss_growth_pct": round(100 * (rss[-1] - rss[0]) / rss[0], 1),
+        "rss_growth_pct": round(100 * (rss_end - rss_start) / rss_start, 1),
         "unhandled_exceptions": exceptions,
         "sim_exceptions": sim_log.count("Traceback (most recent"),
         "api_failures": soak.api_failures,
+        **rounds,
         "faults_injected": ",".join(k for k in KINDS if k in soak.injected) or "none",
         "faults_seen": ",".join(k for k in KINDS if k in soak.seen) or "none",
         "faults_missing": ",".join(k for k in KINDS if k in missing) or "none",

@@ -236,7 +236,7 @@ class FaultServer:
         deadline = time.time() + 5
         while True:
             try:
-                httpd = ThreadingHTTPServer(("127.0.0.1", self.port), handler)
+                httpd = _Server(("127.0.0.1", self.port), handler)
                 break
             except OSError:
                 if time.time() > deadline:
@@ -271,6 +271,12 @@ class FaultServer:
         if self.source is not None:
             return self.source(path, r)
         return vllm_page(r.n, engines=r.engines, layout=r.layout, engine_n=r.engine_n).encode()
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: more connections at once (a scrape round
+    # reconnecting to many paths) lose their SYN and retry it a second later.
+    request_queue_size = 128
 
 
 def _quiet_error(request: object, client_address: object) -> None:
