@@ -192,6 +192,16 @@ def test_tab_between_series_and_value_parses() -> None:
     assert only(fresh('vllm:x{a="1"}\t7\n')).value == 7.0
 
 
+def test_tab_before_a_timestamp_parses_the_same_once_the_series_is_cached() -> None:
+    cache = LabelCache()
+    for page in ('vllm:x{a="1"} 7\nvllm:y 1\nvllm:y_created 5\n',) * 2:
+        parse(page, cache=cache)
+    page = 'vllm:x{a="1"} 7\t1000\nvllm:y 1\t2000\nvllm:y_created 5\t3000\n'
+    result = parse(page, cache=cache)
+    assert result == fresh(page) and result.errors == 0
+    assert [(s.value, s.timestamp) for s in result.samples] == [(7.0, 1.0), (1.0, 2.0)]
+
+
 # --- _created, HELP/TYPE, comments ------------------------------------------------------
 
 
@@ -346,6 +356,8 @@ LINE_KINDS = [
     "",
     "  vllm:z 1",
     "vllm:x 1 1000",
+    "vllm:x 1\t1000",
+    'vllm:x{a="1"} 2\t1000',
     "vllm:x 1 2 3",
     'vllm:x{a="1"}',
     "http_x 1",

@@ -476,11 +476,14 @@ class _Page:
         """Build Samples one by one, counting and dropping unreadable values."""
         out: list[Sample] = []
         for index, ((name, labels), text) in enumerate(zip(kept, values, strict=True)):
-            value = _parse_value(text)
-            if value is None:
+            # The text after a cached series' last space may still hold a timestamp behind
+            # another blank (a tab): read it as the careful path reads the rest of a line.
+            read = _parse_value_and_stamp(text)
+            if read is None:
                 self.errors += 1
             elif name:  # not a _created series
-                out.append(Sample(name, labels, value, stamps.get(index)))
+                value, stamp = read
+                out.append(Sample(name, labels, float(value), stamps.get(index, stamp)))
         return out
 
 
