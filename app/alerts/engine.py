@@ -25,8 +25,10 @@ from app.alerts.silences import Silence, SilenceStore, silenced_by
 from app.alerts.state import Alert, Evaluation, Notice, RuleResult, evaluate, plan_notifications
 from app.collector import TargetState
 from app.config import AlertsConfig, Settings
+from app.diagnose import Diagnosis
 from app.fleet.specs import imbalance_thresholds, slo_specs
 from app.fleet.tracker import SloTracker
+from app.model import Window
 from app.store.diagnoses import DiagnosisRow, DiagnosisStore, should_store
 from app.store.sqlite import Store
 from app.windows.aggregate import window
@@ -73,6 +75,7 @@ class AlertEngine:
             ui_base_url=settings.ui_base_url,
             tracker=slo_tracker,
             retention_s=settings.storage.retention_days * 86400.0,
+            refresh_s=settings.alerts.slo_evaluation_interval,
         )
         self.states: Mapping[str, TargetState] = states or {}
         self.rules = list(rules) if rules is not None else configured_rules(settings.alerts)
@@ -83,6 +86,8 @@ class AlertEngine:
         self.alerts: dict[str, Alert] = self.repo.load()
         self.results: list[RuleResult] = []
         self.last_evaluation: float | None = None
+        # The latest window and diagnosis of every live stream (the service's gauges).
+        self.latest_streams: list[tuple[Window, Diagnosis]] = []
         self._stored = self.diagnoses.latest()
         if self.alerts:
             firing = sum(1 for a in self.alerts.values() if a.state == "firing")
@@ -128,6 +133,7 @@ class AlertEngine:
         ui = self.settings.ui_base_url
         instances: list[Instance] = []
         rows: list[DiagnosisRow] = []
+        streams: list[tuple[Window, Diagnosis]] = []
         for target, labels in self._targets().items():
             records = self.store.scrapes(target, min(end - length, now - stale), now)
             last = records[-1] if records else None
@@ -151,6 +157,7 @@ class AlertEngine:
                     ui_base_url=ui,
                 )
                 instances.append(inst)
+                streams.append((w, diagnosis))
                 cls = str(diagnosis.cls)
                 sub = None if diagnosis.sub_cause is None else str(diagnosis.sub_cause)
                 if should_store(self._stored.get((target, model)), end, cls, sub):
@@ -166,6 +173,7 @@ class AlertEngine:
                 closed_until=end - 2.0 * self.settings.scrape.interval,
             )
         )
+        self.latest_streams = streams
         return instances, rows
 
     # -- one round -------------------------------------------------------------------------

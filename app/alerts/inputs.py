@@ -151,9 +151,14 @@ class SloInputs:
         ui_base_url: str,
         tracker: SloTracker | None = None,
         retention_s: float | None = None,
+        refresh_s: float = 0.0,
     ) -> None:
         self.source = source
         self.slo = slo
+        # Burn windows are minutes to days long: evaluating them every ``refresh_s`` (not
+        # every alert round) costs a fraction and moves a burn rate by little.
+        self.refresh_s = refresh_s
+        self._last: tuple[float, list[Instance]] | None = None
         self.thresholds = thresholds
         self.ui_base_url = ui_base_url
         self.tracker = tracker or SloTracker(
@@ -170,6 +175,8 @@ class SloInputs:
     ) -> list[Instance]:
         if not self.tracker.specs:
             return []
+        if self._last is not None and 0.0 <= end - self._last[0] < self.refresh_s:
+            return self._last[1]
         statuses = self.tracker.evaluate(end, streams, labels_of, closed_until=closed_until)
         out = []
         for st in statuses:
@@ -183,4 +190,5 @@ class SloInputs:
                 thresholds=self.thresholds,
             )
             out.append(slo_input(st, view, ui_base_url=self.ui_base_url))
+        self._last = (end, out)
         return out

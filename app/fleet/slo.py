@@ -202,7 +202,24 @@ class SloCounts:
     by_reason: Mapping[str, float] = field(default_factory=dict)
     covered: float = 0.0
 
+    @property
+    def empty(self) -> bool:
+        """Nothing counted and no time covered (a chunk before the first delta)."""
+        return (
+            not self.tallies
+            and self.goodput_tpot is None
+            and self.finished is None
+            and not self.by_reason
+            and self.covered == 0.0
+        )
+
     def __add__(self, other: SloCounts) -> SloCounts:
+        # Frozen, so either side can stand for the sum when the other adds nothing:
+        # sums over a day of chunks are mostly empty ones on a young store.
+        if other.empty:
+            return self
+        if self.empty:
+            return other
         tallies = dict(self.tallies)
         for name, t in other.tallies.items():
             tallies[name] = tallies[name] + t if name in tallies else t

@@ -63,6 +63,7 @@ BURN_WINDOWS: tuple[tuple[str, float], ...] = (
 )
 KEEP_CHUNKS_S = 86400.0 + 2 * 3600.0
 FILL_CHUNKS = 576  # two days of chunks per stream per evaluation
+MINUTE_S = 60.0  # a window's head chunk is summed from its minutes (see CountCache._head)
 
 
 class DeltaSource(Protocol):
@@ -111,11 +112,62 @@ class CountCache:
         self.chunk_s = chunk_s
         self.chunks: dict[Stream, dict[int, SloCounts]] = {}
         self.hours: dict[Stream, dict[int, SloCounts]] = {}
+        # Head chunks: (generation last used, counts after each minute boundary).
+        self.minutes: dict[tuple[Stream, int], tuple[int, list[SloCounts]]] = {}
+        # The open region's counts, read once per evaluation: every window shares it.
+        self.tails: dict[tuple[Stream, float, float], SloCounts] = {}
+        self.generation = 0
+
+    def begin(self) -> None:
+        """A new evaluation: forget the open regions, drop head minutes unused since the
+        previous one (a head moves on by one evaluation step at a time)."""
+        self.generation += 1
+        self.tails.clear()
+        old = self.generation - 2
+        for key in [k for k, (g, _) in self.minutes.items() if g < old]:
+            del self.minutes[key]
 
     def _read(self, stream: Stream, start: float, end: float) -> SloCounts:
         if end <= start:
             return SloCounts()
         return delta_counts(self.source.intervals(stream[0], stream[1], start, end), self.spec)
+
+    def _tail(self, stream: Stream, start: float, end: float) -> SloCounts:
+        key = (stream, start, end)
+        counts = self.tails.get(key)
+        if counts is None:
+            counts = self.tails[key] = self._read(stream, start, end)
+        return counts
+
+    def _head(self, stream: Stream, start: float, k: int) -> SloCounts:
+        """Counts over ``(start, (k+1)·chunk]`` inside the closed chunk ``k``.
+
+        Read once, the chunk's counts after each whole minute are kept while the head
+        stays in it; then only the deltas up to the next minute are read again. Exact:
+        a delta belongs to the minute containing its end, as it belongs to the chunk.
+        """
+        c = self.chunk_s
+        base = k * c
+        n = max(1, round(c / MINUTE_S))
+        m = math.ceil((start - base) / MINUTE_S - 1e-9)
+        if m <= 0:
+            return self._read(stream, start, base + c)
+        entry = self.minutes.get((stream, k))
+        if entry is None:
+            groups: list[list[IntervalDelta]] = [[] for _ in range(n)]
+            for d in self.source.intervals(stream[0], stream[1], base, base + c):
+                j = min(n - 1, max(0, math.ceil((d.end - base) / MINUTE_S) - 1))
+                groups[j].append(d)
+            after = [SloCounts()] * (n + 1)
+            for j in range(n - 1, -1, -1):
+                after[j] = after[j + 1] + delta_counts(groups[j], self.spec)
+            suffix = after
+        else:
+            suffix = entry[1]
+        self.minutes[(stream, k)] = (self.generation, suffix)
+        edge = base + min(m, n) * MINUTE_S
+        rest = suffix[m] if m < n else SloCounts()
+        return self._read(stream, start, edge) + rest
 
     def _load(self, stream: Stream, k0: int, k1: int) -> None:
         """Read chunks ``k0 .. k1-1`` in one go and cache each (empty ones too)."""
@@ -126,8 +178,9 @@ class CountCache:
             if k in buckets:
                 buckets[k].append(d)
         cache = self.chunks.setdefault(stream, {})
+        empty = SloCounts()  # most of a fresh history is chunks before the first delta
         for k, ds in buckets.items():
-            cache[k] = delta_counts(ds, self.spec)
+            cache[k] = delta_counts(ds, self.spec) if ds else empty
 
     def _ensure(self, stream: Stream, k0: int, k1: int, budget: list[int]) -> int:
         """Make chunks ``k0..k1-1`` available (cached, or inside a cached hour), newest
@@ -187,7 +240,7 @@ class CountCache:
             return self._read(stream, start, end), start
         budget = fill if fill is not None else [1 << 62]
         first = self._ensure(stream, a, b, budget)
-        total = self._read(stream, b * c, end)
+        total = self._tail(stream, b * c, end)
         chunks = self.chunks[stream]
         k = b
         while k > first:
@@ -202,7 +255,7 @@ class CountCache:
             total = total + chunks[k - 1]
             k -= 1
         if first == a:
-            return total + self._read(stream, start, a * c), start
+            return total + self._head(stream, start, a - 1), start
         return total, first * c
 
     def prune(self, now: float, keep_hours_s: float) -> None:
@@ -341,6 +394,7 @@ class SloTracker:
         with self._lock:
             for spec in self.specs:
                 cache = self._cache(spec)
+                cache.begin()
                 for key, members in self.fleets(spec, streams, labels_of).items():
                     out.append(self._status(cache, spec, key, members, end, closed))
             keep = max((s.period_s for s in self.specs), default=0.0) + 86400.0
@@ -417,6 +471,7 @@ class SloTracker:
         out: list[dict[str, Any]] = []
         with self._lock:
             cache = self._cache(spec)
+            cache.begin()
             t = (math.floor(start / step) + 1) * step
             while t <= end:
                 win = SloCounts()

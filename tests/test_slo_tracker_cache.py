@@ -1,0 +1,56 @@
+"""The tracker's caches (closed chunks, head minutes, the shared open region) never
+change a count: a sliding evaluation equals counting the deltas directly."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from app.fleet.slo import SloSpec, delta_counts
+from app.fleet.tracker import BURN_WINDOWS, CountCache, MemorySource
+from app.model import HistogramDelta, IntervalDelta
+
+BOUNDS = (0.5, 1.0, 2.0, 5.0)
+SPEC = SloSpec("chat", target=0.99, ttft=2.0, itl=0.1)
+
+
+def _source(seed: int, seconds: float) -> MemorySource:
+    rng = random.Random(seed)
+    out = []
+    for k in range(1, int(seconds / 5) + 1):
+        end = 5.0 * k
+        buckets = {i: float(rng.randint(0, 4)) for i in range(5) if rng.random() < 0.6}
+        n = sum(buckets.values())
+        out.append(
+            IntervalDelta(
+                target="a",
+                model_name="m",
+                start=end - 5.0,
+                end=end,
+                histograms={"ttft": HistogramDelta(BOUNDS, buckets, 0.3 * n, n)},
+                counters={"finished:stop": n, "finished:abort": float(rng.randint(0, 1))},
+                gauges={},
+            )
+        )
+    return MemorySource({("a", "m"): out})
+
+
+@pytest.mark.parametrize("step", [15.0, 60.0, 7.0])
+def test_sliding_evaluations_equal_direct_counts(step: float) -> None:
+    source = _source(3, 2.5 * 3600.0)
+    cache = CountCache(source, SPEC)
+    stream = ("a", "m")
+    end = 5400.0 + 2.5
+    while end < 2.5 * 3600.0 - 60.0:
+        cache.begin()
+        closed = end - 10.0
+        for _, seconds in BURN_WINDOWS[:3] + ((3600.0 * 1.5, 5400.0),):
+            got, since = cache.range(stream, end - seconds, end, closed_until=closed)
+            want = delta_counts(source.intervals("a", "m", end - seconds, end), SPEC)
+            assert since == end - seconds
+            assert got.tallies["ttft"].good == pytest.approx(want.tallies["ttft"].good)
+            assert got.tallies["ttft"].total == pytest.approx(want.tallies["ttft"].total)
+            assert got.by_reason == pytest.approx(want.by_reason)
+        end += step
+    assert len(cache.minutes) <= 8, "head minutes of chunks no head sits in are dropped"
