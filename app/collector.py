@@ -21,9 +21,9 @@ import httpx
 
 from app.config import Settings, TargetConfig
 from app.model import ErrorKind, IntervalDelta, Snapshot, StreamSnapshot
-from app.scrape.client import FetchResult, fetch, read_file
+from app.scrape.client import ClientPool, FetchResult, fetch, read_file
 from app.scrape.normalize import normalize
-from app.scrape.parse import looks_like_prometheus, parse
+from app.scrape.parse import LabelCache, looks_like_prometheus, parse
 from app.store.sqlite import ScrapeRecord, Store, error_kind
 from app.windows.delta import layout_changed, snapshot_deltas
 
@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 # Scrape records kept for the next write while the store refuses writes (~7 h of 200
 # targets at 5 s); older ones are dropped first.
 MAX_UNWRITTEN = 1_000_000
+# Page layouts kept beyond one per target (a target whose layout changes, engines).
+TEMPLATE_SLACK = 64
 
 
 @dataclass
@@ -58,7 +60,12 @@ class Outcome:
 
 
 def process(
-    state: TargetState, result: FetchResult, now: float, *, max_series: int | None = None
+    state: TargetState,
+    result: FetchResult,
+    now: float,
+    *,
+    max_series: int | None = None,
+    cache: LabelCache | None = None,
 ) -> Outcome:
     """Turn a fetch result into a scrape record, a snapshot and interval deltas."""
     name = state.config.name
@@ -73,7 +80,7 @@ def process(
         return failed(result.error_kind or ErrorKind.OTHER, result.error or "no body")
     if not looks_like_prometheus(result.text):
         return failed(ErrorKind.NOT_PROMETHEUS, "the page is not Prometheus text format")
-    parsed = parse(result.text)
+    parsed = parse(result.text, cache=cache)
     if max_series is not None and len(parsed.samples) > max_series:
         return failed(
             ErrorKind.TOO_MANY_SERIES,
@@ -128,11 +135,19 @@ def process(
 class Collector:
     """Scrapes the configured targets and writes what it learns to the store."""
 
-    def __init__(self, settings: Settings, store: Store, client: httpx.AsyncClient) -> None:
+    def __init__(
+        self, settings: Settings, store: Store, client: httpx.AsyncClient | ClientPool
+    ) -> None:
         self.settings = settings
         self.store = store
-        self.client = client
+        self.client = client  # closed by its owner
+        self.clients = client if isinstance(client, ClientPool) else ClientPool.of(client)
         self.states = {t.name: TargetState(t) for t in settings.targets}
+        # A template per target's page layout (each page names its own target's model):
+        # the process-wide cache holds 256, too few for a fleet.
+        self.parse_cache = LabelCache(
+            max_templates=len(self.states) + TEMPLATE_SLACK, eager_templates=True
+        )
         self._sem = asyncio.Semaphore(settings.scrape.concurrency)
         self.rounds = 0
         self.outcomes: dict[str, int] = {}
@@ -155,35 +170,53 @@ class Collector:
             if target.url.startswith("file://"):
                 return read_file(target.url[len("file://") :], max_bytes=cfg.max_body_bytes)
             return await fetch(
-                self.client, target.url, timeout=cfg.timeout, max_bytes=cfg.max_body_bytes
+                self.clients.for_target(target.name),
+                target.url,
+                timeout=cfg.timeout,
+                max_bytes=cfg.max_body_bytes,
             )
 
+    def _process(self, state: TargetState, result: FetchResult, ts: float) -> Outcome:
+        try:
+            outcome = process(
+                state,
+                result,
+                ts,
+                max_series=self.settings.scrape.max_series,
+                cache=self.parse_cache,
+            )
+        except Exception as exc:  # a parser bug must not stop the other targets
+            log.exception("processing %s failed", state.config.name)
+            rec = ScrapeRecord(
+                state.config.name,
+                ts,
+                False,
+                ErrorKind.OTHER.value,
+                f"internal error: {type(exc).__name__}",
+                result.duration,
+                result.nbytes,
+                0,
+            )
+            outcome = Outcome(rec, None, [], result.started)
+        state.last_record = outcome.record
+        kind = outcome.record.error_kind or "ok"
+        self.outcomes[kind] = self.outcomes.get(kind, 0) + 1
+        return outcome
+
     async def scrape_round(self, now: float | None = None) -> list[Outcome]:
-        """Scrape all targets once; store and return what each produced."""
-        results = await asyncio.gather(*(self._fetch(s.config) for s in self.states.values()))
+        """Scrape all targets once; store and return what each produced.
+
+        Every target's scrape of a round carries the round's time (when it began), so
+        the streams of a fleet share their interval boundaries. A page is processed as
+        soon as it has arrived, while the slower targets are still being fetched.
+        """
         ts = time.time() if now is None else now
         stored = {name: s.last_ok for name, s in self.states.items()}
-        outcomes = []
-        for state, result in zip(self.states.values(), results, strict=True):
-            try:
-                outcome = process(state, result, ts, max_series=self.settings.scrape.max_series)
-            except Exception as exc:  # a parser bug must not stop the other targets
-                log.exception("processing %s failed", state.config.name)
-                rec = ScrapeRecord(
-                    state.config.name,
-                    ts,
-                    False,
-                    ErrorKind.OTHER.value,
-                    f"internal error: {type(exc).__name__}",
-                    result.duration,
-                    result.nbytes,
-                    0,
-                )
-                outcome = Outcome(rec, None, [], result.started)
-            state.last_record = outcome.record
-            kind = outcome.record.error_kind or "ok"
-            self.outcomes[kind] = self.outcomes.get(kind, 0) + 1
-            outcomes.append(outcome)
+
+        async def one(state: TargetState) -> Outcome:
+            return self._process(state, await self._fetch(state.config), ts)
+
+        outcomes = await asyncio.gather(*(one(s) for s in self.states.values()))
         snapshots = [
             (o.snapshot.target, o.snapshot.ts, s)
             for o in outcomes

@@ -60,7 +60,7 @@ class ScrapeConfig(_Strict):
     interval: float = Field(5.0, gt=0, le=3600, description="seconds between scrapes")
     timeout: float = Field(4.0, gt=0, le=300, description="per-target timeout, seconds")
     max_body_bytes: int = Field(10_000_000, gt=0, description="larger pages are refused")
-    concurrency: int = Field(64, ge=1, le=10_000, description="scrapes in flight at once")
+    concurrency: int = Field(1024, ge=1, le=10_000, description="scrapes in flight at once")
     max_series: int = Field(
         20_000, ge=1, description="a page with more vllm: samples is refused (too_many_series)"
     )
@@ -206,6 +206,13 @@ class AlertsConfig(_Strict):
     default_rules: bool = Field(True, description="load the shipped rule pack")
     rules_file: str | None = Field(None, description="a YAML rule file, added to the pack")
     evaluation_interval: float = Field(15.0, gt=0, le=3600, description="seconds")
+    slo_evaluation_interval: float = Field(
+        60.0,
+        ge=0,
+        le=3600,
+        description="seconds between SLO burn-rate and budget evaluations (Prometheus' "
+        "default rule interval); the alert rounds in between reuse the last one",
+    )
     resend_interval: float = Field(
         60.0, gt=0, description="re-send firing alerts to Alertmanager this often, seconds"
     )

@@ -22,9 +22,11 @@ from app.alerts.outbox import ReceiverHealth
 from app.alerts.runtime import Alerting
 from app.collector import Collector
 from app.config import Settings
-from app.diagnose import DiagnosisConfig, SloOverride, diagnose
+from app.diagnose import Diagnosis, DiagnosisConfig, SloOverride, diagnose
 from app.fleet.slo import attainment
 from app.fleet.tracker import SloStatus
+from app.model import Window
+from app.scrape.client import ClientPool
 from app.selfmetrics import (
     SelfMetrics,
     SloReading,
@@ -83,12 +85,17 @@ class Service:
             headers={"User-Agent": "phasewatch"},
         )
         self.collector: Collector
+        self.scrape_clients: ClientPool | None = None
         if settings.source.kind == "prometheus":
             from app.sources.collector import PrometheusCollector
 
             self.collector = PrometheusCollector(settings, self.store, self.client)
         else:
-            self.collector = Collector(settings, self.store, self.client)
+            self.scrape_clients = ClientPool(
+                follow_redirects=False,
+                headers={"User-Agent": "phasewatch"},
+            )
+            self.collector = Collector(settings, self.store, self.scrape_clients)
         self.metrics: SelfMetrics = build_self_metrics()
         self.alerting = Alerting(
             settings, self.store, getattr(self.collector, "states", None), self.metrics.registry
@@ -117,7 +124,13 @@ class Service:
             if missed:
                 self.metrics.rounds_missed.inc(missed)
                 log.warning("scrape: %d round(s) missed (a round overran or stalled)", missed)
-        outcomes = await self.collector.scrape_round()
+        try:
+            outcomes = await self.collector.scrape_round()
+        except asyncio.CancelledError:
+            # The service is stopping: the round's pages are not stored (the next start
+            # takes its deltas from the last stored snapshot), which is no error.
+            log.info("scrape: round cancelled by shutdown")
+            return
         gap = GAP_INTERVALS * self.settings.scrape.interval
         for o in outcomes:
             self.metrics.scrapes.labels(o.record.target, o.record.error_kind or "ok").inc()
@@ -131,8 +144,20 @@ class Service:
                     self.metrics.scrape_lag.observe(max(0.0, o.started - slot))
         self.metrics.round_duration.observe(time.perf_counter() - t0)
 
+    def _alert_round_fresh(self, now: float) -> bool:
+        """The alert engine evaluated every stream within its last interval or two."""
+        last = self.alerting.engine.last_evaluation
+        every = self.settings.alerts.evaluation_interval
+        return self.settings.alerts.enabled and last is not None and now - last <= 2 * every
+
     def evaluate_streams(self, now: float) -> list[StreamReading]:
-        """The latest window of every stored stream, diagnosed (blocking: store reads)."""
+        """The latest window of every stored stream, diagnosed (blocking: store reads).
+
+        The alert engine's last round already windowed and diagnosed every live stream:
+        while it is fresh, its readings are taken instead of doing the work again.
+        """
+        if self._alert_round_fresh(now):
+            return [_reading(w, d) for w, d in self.alerting.engine.latest_streams]
         length = self.settings.window.length
         end = now - (self.settings.source.lag if self.settings.source.kind == "prometheus" else 0)
         readings = []
@@ -146,19 +171,7 @@ class Service:
             d = diagnose(
                 w, self.diagnosis_config, failed_scrapes=failed, attempted_scrapes=len(scrapes)
             )
-            kv = w.gauges.get("kv_usage")
-            waiting = w.gauges.get("waiting")
-            readings.append(
-                StreamReading(
-                    target=target,
-                    model_name=model,
-                    ttft_p99=d.ttft_p99,
-                    itl_p99=d.itl_p99,
-                    kv_usage_max=kv.max if kv is not None else None,
-                    waiting_avg=waiting.avg if waiting is not None else None,
-                    diagnosis_class=d.cls.value,
-                )
-            )
+            readings.append(_reading(w, d))
         return readings
 
     def evaluate_slos(self, now: float) -> list[SloStatus]:
@@ -166,8 +179,14 @@ class Service:
         the alert engine's tracker, which this shares)."""
         lag = self.settings.source.lag if self.settings.source.kind == "prometheus" else 0.0
         end = now - lag
+        tracker = self.alerting.engine.slos.tracker
+        fresh_for = (
+            self.settings.alerts.slo_evaluation_interval + self.settings.alerts.evaluation_interval
+        )
+        if self._alert_round_fresh(now) and tracker.last and end - tracker.last[0].end <= fresh_for:
+            return tracker.last
         labels_of = {t.name: dict(t.labels) for t in self.settings.targets}
-        return self.alerting.engine.slos.tracker.evaluate(
+        return tracker.evaluate(
             end,
             self.store.streams(),
             labels_of,
@@ -299,6 +318,8 @@ class Service:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         await self.client.aclose()
+        if self.scrape_clients is not None:
+            await self.scrape_clients.aclose()
         aclose = getattr(self.collector, "aclose", None)
         if aclose is not None:
             await aclose()
@@ -316,4 +337,18 @@ def diagnosis_config(settings: Settings) -> DiagnosisConfig:
         slo_ttft_p99=settings.slo.ttft_p99,
         slo_itl_p99=settings.slo.itl_p99,
         slo_overrides=tuple(overrides),
+    )
+
+
+def _reading(w: Window, d: Diagnosis) -> StreamReading:
+    kv = w.gauges.get("kv_usage")
+    waiting = w.gauges.get("waiting")
+    return StreamReading(
+        target=w.target,
+        model_name=w.model_name,
+        ttft_p99=d.ttft_p99,
+        itl_p99=d.itl_p99,
+        kv_usage_max=kv.max if kv is not None else None,
+        waiting_avg=waiting.avg if waiting is not None else None,
+        diagnosis_class=d.cls.value,
     )

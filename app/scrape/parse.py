@@ -576,9 +576,21 @@ _SLICES: dict[int, slice] = {}
 
 
 def _probe(prefix: str | None, lines: list[str]) -> tuple[str | None, int, str]:
-    """Return what finds a page's template: prefix, line count, last line's series text."""
+    """Return what finds a page's template: prefix, line count, and the series text of
+    the last line and of the middle one.
+
+    The last line alone does not tell pages of different models apart: a vLLM 0.33
+    page ends with ``vllm:cache_config_info``, which has no ``model_name``, so a fleet
+    serving many models would keep replacing one template with another.
+    """
     last = lines[-1] or (lines[-2] if len(lines) > 1 else "")
-    return prefix, len(lines), last.rpartition(" ")[0]
+    mid = len(lines) // 2
+    middle = lines[mid]
+    for line in lines[mid : mid + 8]:  # the first sample line from the middle on
+        if line[:1] != "#":
+            middle = line
+            break
+    return prefix, len(lines), last.rpartition(" ")[0] + "\n" + middle.rpartition(" ")[0]
 
 
 def _name_of(key: str) -> str:
