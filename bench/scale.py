@@ -125,6 +125,7 @@ def simulator(args: argparse.Namespace, tmp: Path) -> Iterator[tuple[int, str]]:
     log = tmp / "sim.log"
     argv = [sys.executable, "-m", "app.sim.cli", "--scenario", args.scenario, "--port", "0"]
     argv += ["--replicas", str(args.targets), "--engines", str(min(args.engines, args.targets))]
+    argv += ["--page-tick", "1"]  # each engine rendered once a second, not once a request
     if not args.shared_model:
         argv.append("--model-per-replica")
     with started(argv, log, cwd=ROOT) as proc:

@@ -55,6 +55,13 @@ def register(sub: Any) -> None:
         help="metric names to print: 0.33 (V1), 0.10 (V1 + deprecated twins), 0.6 (V0)",
     )
     p.add_argument("--speed", type=float, default=1.0, help="sim seconds per wall second (live)")
+    p.add_argument(
+        "--page-tick",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="serve an engine's page again for S sim seconds (a cheap load generator)",
+    )
     p.add_argument("--record", metavar="DIR", help="write a recording to DIR instead of serving")
     p.add_argument("--duration", type=float, help="recording length in sim seconds")
     p.add_argument("--start", type=float, help="Unix time of the first page (default 1764403200)")
@@ -211,6 +218,8 @@ def _serve(args: argparse.Namespace, sc: Any, own: dict[int, Any]) -> int:
         return _fail(f"--port must be in 0..65535, got {args.port}")
     if args.speed <= 0:
         return _fail(f"--speed must be positive, got {args.speed}")
+    if args.page_tick < 0:
+        return _fail(f"--page-tick must be >= 0, got {args.page_tick}")
     if args.engines is not None and not 1 <= args.engines <= args.replicas:
         return _fail(f"--engines must be in 1..{args.replicas}, got {args.engines}")
     try:
@@ -225,6 +234,7 @@ def _serve(args: argparse.Namespace, sc: Any, own: dict[int, Any]) -> int:
             engines=args.engines,
             model_per_replica=args.model_per_replica,
             replica_scenarios=own,
+            page_tick=args.page_tick,
         )
     except OSError as exc:
         return _fail(f"cannot listen on {args.host}:{args.port}: {exc}")

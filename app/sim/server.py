@@ -53,18 +53,30 @@ class _Engine:
         self.replica = Replica(
             scenario, seed=sim.seed + 7919 * index, version=sim.version, on_interval=keep
         )
+        self.writer = TextWriter(replica_families(self.replica), created_ts=sim.start_unix)
+        self.model_label = f'model_name="{self.replica.config.served_model_name}"'.encode()
+        self.page: bytes | None = None
+        self.page_at = -1.0
+
+    def render(self, t: float, tick: float) -> bytes:
+        """The page at sim time ``t``; the last one again while it is under ``tick`` old."""
+        with self.lock:
+            if self.page is None or not 0.0 <= t - self.page_at < tick:
+                self.replica.advance_to(t)
+                self.page, self.page_at = self.writer.render(), t
+            return self.page
 
 
 class _Slot:
-    """One replica: the engine it shows and its page renderer."""
+    """One replica: the engine it shows, and its own ``model_name`` label if it has one
+    (the engine's page with the label replaced: one render serves every replica)."""
 
     def __init__(self, sim: Fleet, index: int, engine: _Engine) -> None:
         self.engine = engine
-        model_name = None
+        self.model_label: bytes | None = None
         if sim.model_per_replica:
-            model_name = f"{engine.replica.config.served_model_name}-{index}"
-        fams = replica_families(engine.replica, model_name=model_name)
-        self.writer = TextWriter(fams, created_ts=sim.start_unix)
+            name = f"{engine.replica.config.served_model_name}-{index}"
+            self.model_label = f'model_name="{name}"'.encode()
 
 
 class Fleet:
@@ -75,7 +87,10 @@ class Fleet:
     replicas that share an engine show the same values. ``model_per_replica`` names the
     model ``{served_model_name}-{i}`` on replica ``i``'s page. A replica in
     ``replica_scenarios`` runs that scenario on an engine of its own (seed
-    ``seed + 7919 * i``), shared with no other replica.
+    ``seed + 7919 * i``), shared with no other replica. ``page_tick`` (sim seconds,
+    default 0: every request renders): an engine's page is served again to requests
+    under that much sim time later — a load generator for a thousand replicas that
+    renders each engine once a tick instead of once a request.
     """
 
     def __init__(
@@ -90,6 +105,7 @@ class Fleet:
         engines: int | None = None,
         model_per_replica: bool = False,
         replica_scenarios: Mapping[int, Scenario] | None = None,
+        page_tick: float = 0.0,
     ) -> None:
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
@@ -106,6 +122,7 @@ class Fleet:
         self.model_per_replica = model_per_replica
         self.replica_scenarios = own
         self.seed = seed
+        self.page_tick = page_tick
         self.version = version
         self.speed = speed
         self.clock = clock
@@ -132,9 +149,10 @@ class Fleet:
     def page(self, i: int) -> bytes:
         """The current ``/metrics`` page of replica ``i``."""
         slot = self._slot(i)
-        with slot.engine.lock:
-            slot.engine.replica.advance_to(self.sim_time())
-            return slot.writer.render()
+        body = slot.engine.render(self.sim_time(), self.page_tick)
+        if slot.model_label is None:
+            return body
+        return body.replace(slot.engine.model_label, slot.model_label)
 
     def truth(self, i: int) -> list[dict[str, Any]]:
         """The truth rows of replica ``i``'s engine (the last hour)."""
@@ -181,6 +199,9 @@ class _Handler(BaseHTTPRequestHandler):
 
 class SimHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
+    # A scraper of a thousand replicas opens its connections at once: socketserver's
+    # backlog of 5 drops the SYNs beyond it, and each retries a second or more later.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], fleet: Fleet) -> None:
         super().__init__(address, _Handler)
@@ -206,10 +227,12 @@ def start_server(
     engines: int | None = None,
     model_per_replica: bool = False,
     replica_scenarios: Mapping[int, Scenario] | None = None,
+    page_tick: float = 0.0,
 ) -> tuple[SimHTTPServer, threading.Thread, str]:
     """Serve in a background thread; returns (server, thread, base URL).
 
-    ``engines``, ``model_per_replica`` and ``replica_scenarios`` as in :class:`Fleet`. Stop with
+    ``engines``, ``model_per_replica``, ``replica_scenarios`` and ``page_tick`` as in
+    :class:`Fleet`. Stop with
     ``server.shutdown(); server.server_close()``.
     """
     sc = scenario if isinstance(scenario, Scenario) else load(scenario, dict(overrides or {}))
@@ -222,6 +245,7 @@ def start_server(
         engines=engines,
         model_per_replica=model_per_replica,
         replica_scenarios=replica_scenarios,
+        page_tick=page_tick,
     )
     server = SimHTTPServer((host, port), fleet)
     thread = threading.Thread(target=server.serve_forever, name="phasewatch-sim", daemon=True)
