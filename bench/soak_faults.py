@@ -66,8 +66,8 @@ class Soak:
         self.gone_since: float | None = None
         self.hook_since: float | None = None
         self.api_failures = 0
-        # A round's scrapes carry the time it ended: one that ends this long after a switch
-        # started after it (a round lasts at most the scrape timeout and a little).
+        # A scrape this long after a switch surely started after it, whether its time is
+        # its round's start or its end (a round lasts the scrape timeout and a little).
         self.lag = args.timeout + 1.0
         # Each state lasts at least this long, so that a round starts after the switch, ends
         # and is looked at before the next one.
@@ -147,14 +147,17 @@ class Soak:
         by_name = {t["name"]: t for t in targets}
         for slot in self.slots:
             t = by_name.get(slot.name) or {}
-            fresh = (t.get("last_scrape") or 0.0) > slot.since + self.lag
+            scraped = t.get("last_scrape") or 0.0
+            fresh = scraped > slot.since + self.lag
             kind = t.get("last_error_kind")
             if self.shown.get(slot.name, "") != kind:
                 self.shown[slot.name] = kind
                 self.trace.append(f"{t.get('last_scrape')} {slot.name} shows {kind}")
             if slot.fault in STATES and fresh and kind == STATES[slot.fault][2]:
                 self.seen.add(slot.fault)
-            if kind == EVENTS["layout_change"] and fresh:
+            # Shown for one scrape only, and by no other fault: any scrape after the change.
+            changed = [t for k, t in slot.events if k == "layout_change"]
+            if kind == EVENTS["layout_change"] and changed and scraped > changed[-1]:
                 self.seen.add("layout_change")
         if self.gone_since is not None:
             gone = [t for t in targets if t["name"].startswith("fault-gone-")]
