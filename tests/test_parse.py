@@ -192,6 +192,15 @@ def test_tab_between_series_and_value_parses() -> None:
     assert only(fresh('vllm:x{a="1"}\t7\n')).value == 7.0
 
 
+def test_a_stray_quote_after_a_cached_label_block_is_still_an_error() -> None:
+    cache = LabelCache()
+    for _ in range(2):
+        parse('vllm:x{a="1",b="2"} 7\n', cache=cache)
+    page = 'vllm:x{a="1",b="2"}"} 7\nvllm:x{a="1",b="2"}"x"} 7\n'
+    result = parse(page, cache=cache)
+    assert result == fresh(page) and result.errors == 2 and result.samples == []
+
+
 def test_tab_before_a_timestamp_parses_the_same_once_the_series_is_cached() -> None:
     cache = LabelCache()
     for page in ('vllm:x{a="1"} 7\nvllm:y 1\nvllm:y_created 5\n',) * 2:
@@ -358,6 +367,7 @@ LINE_KINDS = [
     "vllm:x 1 1000",
     "vllm:x 1\t1000",
     'vllm:x{a="1"} 2\t1000',
+    'vllm:x{a="1"}"} 2',
     "vllm:x 1 2 3",
     'vllm:x{a="1"}',
     "http_x 1",

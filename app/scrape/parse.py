@@ -375,7 +375,9 @@ class _Page:
         if brace < 0:
             return (key, ()) if keep else _CREATED
         pieces = key[brace:].split('"')
-        shape = tables.shapes.get(tuple(pieces[::2]))
+        # An even count is an odd number of quotes: a text between them would take the
+        # place of the last separator (`{a="1"}"}` looks like `{a="1"}`).
+        shape = tables.shapes.get(tuple(pieces[::2])) if len(pieces) % 2 else None
         if shape is None:
             return None
         if not keep:
