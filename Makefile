@@ -62,9 +62,16 @@ SOAK_TARGETS ?= 200
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py --duration $(SOAK_DURATION) --targets $(SOAK_TARGETS)
 
-bench: $(STAMP)
+# The benchmark suite (about 25 minutes on 2 cores); figures and commands in BENCHMARKS.md.
+bench: $(STAMP) sysdeps
 	$(BIN)/python bench/parse.py
 	$(BIN)/python bench/storage.py
+	$(BIN)/python bench/queries.py
+	$(BIN)/python bench/ui.py
+	$(BIN)/python bench/diagnosis.py
+	$(BIN)/python bench/scale.py --targets 10 --duration 300
+	$(BIN)/python bench/scale.py --targets 100 --duration 300
+	$(BIN)/python bench/scale.py --targets 1000 --duration 300 --peer
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

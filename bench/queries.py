@@ -1,0 +1,179 @@
+"""How fast the read side answers: the windows API over a day, the overview of a fleet,
+and the diagnosis itself.
+
+* ``windows_api_24h_*``: ``GET /api/v1/windows`` for one stream over 24 h of 5 s
+  intervals (the day ``bench/ui.py`` builds: a 15-minute ``incident`` recording repeated
+  96 times), 60 s windows every 60 s (1,440 windows), through the real app under uvicorn
+  and a real HTTP client; ``--runs`` requests, p50 and p95.
+* ``overview_1000_*``: the overview's cards (``UiData.cards``: latest window, diagnosis
+  and figures of every stream, worst first) for 1,000 targets with 10 minutes of data
+  each, cold (first call) and warm (p95 of the later calls), and ``GET /api/v1/targets``.
+* ``diagnosis_windows_per_s``: ``diagnose()`` over the day's 1,440 windows, pure CPU.
+
+Reproduce: ``.venv/bin/python bench/queries.py [--runs 20]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from ui import DAY, TARGET, Server, build_day  # noqa: E402
+
+from app.alerts.replay import read_scrapes  # noqa: E402
+from app.config import load_settings  # noqa: E402
+from app.diagnose import diagnose  # noqa: E402
+from app.main import create_app  # noqa: E402
+from app.service import diagnosis_config  # noqa: E402
+from app.sim.record import record  # noqa: E402
+from app.store.sqlite import ScrapeRecord, Store  # noqa: E402
+from app.ui.data import UiData  # noqa: E402
+from app.ui.source import StoreSource, TargetInfo  # noqa: E402
+from app.windows.aggregate import windows  # noqa: E402
+
+FLEET = 1000
+
+
+def p95(xs: list[float]) -> float:
+    return sorted(xs)[max(0, math.ceil(0.95 * len(xs)) - 1)]
+
+
+def build_fleet(db: Path, now: float, n: int) -> None:
+    """10 minutes of 5 s intervals ending at ``now`` for ``n`` targets, a model each."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = read_scrapes(record("healthy", Path(tmp), duration=600, seed=3, start_unix=0))
+    ((model, deltas),) = rec.deltas.items()
+    off = now - deltas[-1].end
+    store = Store(db)
+    for i in range(n):
+        name = f"replica-{i:04d}"
+        moved = [
+            dataclasses.replace(
+                d, target=name, model_name=f"{model}-{i}", start=d.start + off, end=d.end + off
+            )
+            for d in deltas
+        ]
+        scrapes = [ScrapeRecord(name, d.end, True, None, None, 0.01, 50_000, 0) for d in moved]
+        store.write_round(scrapes, moved, [])
+    store.close()
+
+
+def bench_windows(tmp: Path, now: float, runs: int) -> None:
+    db = tmp / "day.db"
+    t0 = time.perf_counter()
+    model, _ = build_day(db, now)
+    print(f"build_day_s: {time.perf_counter() - t0:.1f}")
+    settings = load_settings(
+        None,
+        {
+            "targets": [{"name": TARGET, "url": "http://127.0.0.1:9/metrics"}],
+            "storage": {"path": str(db)},
+        },
+    )
+    store = Store(db)
+    deltas = store.intervals(TARGET, model, now - DAY, now)
+    ws = windows(
+        deltas, start=now - DAY, end=now, length=60.0, step=60.0, target=TARGET, model_name=model
+    )
+    config = diagnosis_config(settings)
+    t0 = time.perf_counter()
+    for w in ws:
+        diagnose(w, config)
+    took = time.perf_counter() - t0
+    store.close()
+    print(f"diagnosis_windows: {len(ws)}")
+    print(f"diagnosis_windows_per_s: {len(ws) / took:.0f}")
+
+    server = Server(create_app(settings, start_jobs=False))
+    params: dict[str, str | float] = {
+        "target": TARGET,
+        "model": model,
+        "start": now - DAY,
+        "end": now,
+        "window": 60,
+        "step": 60,
+    }
+    times = []
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            for _ in range(runs + 1):
+                t0 = time.perf_counter()
+                resp = client.get("/api/v1/windows", params=params)
+                times.append(time.perf_counter() - t0)
+                resp.raise_for_status()
+            got = len(resp.json())
+    finally:
+        server.close()
+    print(f"windows_api_24h_windows: {got}")
+    print(f"windows_api_24h_first_ms: {times[0] * 1e3:.0f}")
+    print(f"windows_api_24h_p50_ms: {statistics.median(times[1:]) * 1e3:.0f}")
+    print(f"windows_api_24h_p95_ms: {p95(times[1:]) * 1e3:.0f}")
+
+
+def bench_overview(tmp: Path, now: float, runs: int) -> None:
+    db = tmp / "fleet.db"
+    t0 = time.perf_counter()
+    build_fleet(db, now, FLEET)
+    print(f"build_fleet_s: {time.perf_counter() - t0:.1f}")
+    targets = [
+        {"name": f"replica-{i:04d}", "url": f"http://127.0.0.1:9/replica/{i}/metrics"}
+        for i in range(FLEET)
+    ]
+    settings = load_settings(None, {"targets": targets, "storage": {"path": str(db)}})
+    store = Store(db)
+    infos = [
+        TargetInfo(t["name"], t["url"], True, None, None, (m,))
+        for t, (_, m) in zip(targets, sorted(store.streams()), strict=True)
+    ]
+    data = UiData(
+        StoreSource(lambda: store, targets=lambda: infos, clock=lambda: now, settled=0.0),
+        diagnosis_config(settings),
+    )
+    times = []
+    for _ in range(runs + 1):
+        t0 = time.perf_counter()
+        cards = data.cards()
+        times.append(time.perf_counter() - t0)
+    store.close()
+    print(f"overview_1000_cards: {len(cards)}")
+    print(f"overview_1000_cold_ms: {times[0] * 1e3:.0f}")
+    print(f"overview_1000_warm_p95_ms: {p95(times[1:]) * 1e3:.0f}")
+
+    server = Server(create_app(settings, start_jobs=False))
+    api = []
+    try:
+        with httpx.Client(base_url=server.url, timeout=60) as client:
+            for _ in range(runs):
+                t0 = time.perf_counter()
+                client.get("/api/v1/targets").raise_for_status()
+                api.append(time.perf_counter() - t0)
+    finally:
+        server.close()
+    print(f"targets_api_1000_p95_ms: {p95(api) * 1e3:.0f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=20, help="timed requests per query")
+    args = ap.parse_args()
+    now = math.floor(time.time() / 60) * 60
+    with tempfile.TemporaryDirectory(prefix="pw-bench-q-") as name:
+        tmp = Path(name)
+        bench_overview(tmp, now, args.runs)
+        bench_windows(tmp, now, args.runs)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
