@@ -127,3 +127,34 @@ def test_read_file_applies_cap(tmp_path) -> None:  # type: ignore[no-untyped-def
     assert read_file(p, max_bytes=10).error_kind is ErrorKind.TOO_LARGE
     assert read_file(p, max_bytes=10_000).text == "vllm:x 1\n" * 100
     assert read_file(tmp_path / "none", max_bytes=10).error_kind is ErrorKind.OTHER
+
+
+def test_a_trickling_page_times_out_at_the_whole_fetch_deadline() -> None:
+    """httpx's timeout restarts with every read; the fetch's deadline does not."""
+
+    async def go() -> tuple[object, float]:
+        async def trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n")
+            try:
+                for _ in range(100):  # one byte every 0.2 s: 20 s in all
+                    writer.write(b"#")
+                    await writer.drain()
+                    await asyncio.sleep(0.2)
+            except (ConnectionError, asyncio.CancelledError):
+                pass
+            finally:
+                writer.close()
+
+        server = await asyncio.start_server(trickle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server, httpx.AsyncClient() as client:
+            t0 = asyncio.get_running_loop().time()
+            r = await fetch(client, f"http://127.0.0.1:{port}/metrics", timeout=1.0, max_bytes=1000)
+            took = asyncio.get_running_loop().time() - t0
+            server.close()
+        return r, took
+
+    r, took = run(go())
+    assert r.error_kind is ErrorKind.TIMEOUT  # type: ignore[attr-defined]
+    assert took < 5.0, "the deadline bounds the fetch, not each read"

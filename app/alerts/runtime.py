@@ -81,6 +81,10 @@ class Alerting:
         """One evaluation round, off the event loop."""
         try:
             await asyncio.to_thread(self.engine.evaluate_once, time.time())
+        except asyncio.CancelledError:
+            # Stopping: the round saves in one transaction, so it either saved or not.
+            log.info("alert evaluation interrupted by shutdown")
+            return
         except sqlite3.Error as exc:
             # Nothing was saved and the state did not move on: the next round redoes it.
             log.warning("alert evaluation not saved (store %s: %s)", error_kind(exc), exc)
@@ -97,6 +101,10 @@ class Alerting:
         """Deliver what is due in the outbox."""
         try:
             await self.sender.run_once()
+        except asyncio.CancelledError:
+            # Stopping: a row sent but not yet marked is sent again after the restart.
+            log.info("outbox send interrupted by shutdown")
+            return
         except sqlite3.Error as exc:
             # A row sent but not marked goes out again: at least once, as documented.
             log.warning(

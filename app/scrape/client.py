@@ -10,9 +10,11 @@ encoding), ``not_prometheus`` (decided by the caller after parsing), ``other``.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import ssl
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,13 +98,31 @@ class ClientPool:
 async def fetch(
     client: httpx.AsyncClient, url: str, *, timeout: float, max_bytes: int
 ) -> FetchResult:
-    """GET ``url`` and return its text, or the reason it could not be had."""
+    """GET ``url`` and return its text, or the reason it could not be had.
+
+    ``timeout`` bounds the whole fetch, not each step: httpx's own timeout restarts
+    with every read, so a target that trickles its page would hold the round.
+    """
     started = time.time()
     t0 = time.perf_counter()
 
     def done(**kw: object) -> FetchResult:
         return FetchResult(url=url, started=started, duration=time.perf_counter() - t0, **kw)  # type: ignore[arg-type]
 
+    try:
+        async with asyncio.timeout(timeout):
+            return await _get(client, url, timeout, max_bytes, done)
+    except TimeoutError:
+        return done(error_kind=ErrorKind.TIMEOUT, error=f"no complete answer within {timeout:g} s")
+
+
+async def _get(
+    client: httpx.AsyncClient,
+    url: str,
+    timeout: float,
+    max_bytes: int,
+    done: Callable[..., FetchResult],
+) -> FetchResult:
     try:
         async with client.stream(
             "GET", url, timeout=timeout, headers={"Accept": ACCEPT, "Accept-Encoding": "gzip"}
