@@ -314,9 +314,11 @@ class Service:
         self.scheduler.start()
 
     async def stop(self) -> None:
-        """Stop the jobs and release the client and the store."""
+        """Stop the jobs, deliver the notifications that are due, release the clients and
+        the store."""
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
+        await self.alerting.drain(self.settings.alerts.send_timeout)
         await self.client.aclose()
         if self.scrape_clients is not None:
             await self.scrape_clients.aclose()

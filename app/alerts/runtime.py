@@ -140,5 +140,24 @@ class Alerting:
             misfire_grace_time=max(1, int(cfg.send_interval)),
         )
 
+    async def drain(self, deadline_s: float) -> int:
+        """Deliver what is due before the process exits (a graceful stop), for at most
+        ``deadline_s`` seconds; what is left (a receiver down, a row backing off) stays
+        in the outbox for the next start. Returns the rows delivered."""
+        if not self.settings.alerts.enabled:
+            return 0
+        sent = 0
+        try:
+            async with asyncio.timeout(deadline_s):
+                while (n := await self.sender.run_once()) > 0:
+                    sent += n
+        except TimeoutError:
+            log.warning("outbox: stopped draining after %g s", deadline_s)
+        except Exception:
+            log.exception("outbox drain failed")
+        if sent:
+            log.info("outbox: %d notification(s) delivered while stopping", sent)
+        return sent
+
     async def aclose(self) -> None:
         await self.client.aclose()
