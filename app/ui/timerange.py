@@ -8,11 +8,12 @@ what is wrong with them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
-from dash import dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 
 PRESETS: dict[str, float] = {"15m": 900.0, "1h": 3600.0, "6h": 21600.0, "24h": 86400.0}
 CUSTOM = "custom"
@@ -126,3 +127,27 @@ def control(
         ],
         className="range-control",
     )
+
+
+def register_custom(
+    app: Dash, now: Callable[[], float], *, choice: str, custom: str, lo: str, hi: str
+) -> None:
+    """Show the custom from/to fields when the range choice is "custom", filled with the
+    last hour unless they already hold a range (ids of the page's own components)."""
+
+    @app.callback(
+        Output(custom, "style"),
+        Output(lo, "value"),
+        Output(hi, "value"),
+        Input(choice, "value"),
+        State(lo, "value"),
+        State(hi, "value"),
+        prevent_initial_call=True,
+    )
+    def show_custom(picked: str, start: str | None, end: str | None) -> tuple[Any, Any, Any]:
+        if picked != CUSTOM:
+            return {"display": "none"}, no_update, no_update
+        if start and end:
+            return {}, no_update, no_update
+        t = now()
+        return {}, fmt_time(t - 3600), fmt_time(t)

@@ -173,22 +173,14 @@ def _render(
 def register(app: Dash, ctx_: PageContext) -> None:
     data = ctx_.data
 
-    @app.callback(
-        Output(ids.FLEET_CUSTOM, "style"),
-        Output(ids.FLEET_FROM, "value"),
-        Output(ids.FLEET_TO, "value"),
-        Input(ids.FLEET_RANGE, "value"),
-        State(ids.FLEET_FROM, "value"),
-        State(ids.FLEET_TO, "value"),
-        prevent_initial_call=True,
+    timerange.register_custom(
+        app,
+        data.now,
+        choice=ids.FLEET_RANGE,
+        custom=ids.FLEET_CUSTOM,
+        lo=ids.FLEET_FROM,
+        hi=ids.FLEET_TO,
     )
-    def show_custom(choice: str, lo: str | None, hi: str | None) -> tuple[Any, Any, Any]:
-        if choice != timerange.CUSTOM:
-            return {"display": "none"}, no_update, no_update
-        if lo and hi:
-            return {}, no_update, no_update
-        now = data.now()
-        return {}, timerange.fmt_time(now - 3600), timerange.fmt_time(now)
 
     @app.callback(
         Output(ids.FLEET_STATUS, "children"),

@@ -200,22 +200,14 @@ def register(app: Dash, ctx_: PageContext) -> None:
     data = ctx_.data
     _register_zoom(app, ctx_)
 
-    @app.callback(
-        Output(ids.TARGET_CUSTOM, "style"),
-        Output(ids.TARGET_FROM, "value"),
-        Output(ids.TARGET_TO, "value"),
-        Input(ids.TARGET_RANGE, "value"),
-        State(ids.TARGET_FROM, "value"),
-        State(ids.TARGET_TO, "value"),
-        prevent_initial_call=True,
+    timerange.register_custom(
+        app,
+        data.now,
+        choice=ids.TARGET_RANGE,
+        custom=ids.TARGET_CUSTOM,
+        lo=ids.TARGET_FROM,
+        hi=ids.TARGET_TO,
     )
-    def show_custom(choice: str, lo: str | None, hi: str | None) -> tuple[Any, Any, Any]:
-        if choice != timerange.CUSTOM:
-            return {"display": "none"}, no_update, no_update
-        if lo and hi:
-            return {}, no_update, no_update
-        now = data.now()
-        return {}, timerange.fmt_time(now - 3600), timerange.fmt_time(now)
 
     @app.callback(
         Output(ids.TARGET_GRAPH, "figure"),
