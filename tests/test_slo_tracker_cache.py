@@ -54,3 +54,23 @@ def test_sliding_evaluations_equal_direct_counts(step: float) -> None:
             assert got.by_reason == pytest.approx(want.by_reason)
         end += step
     assert len(cache.minutes) <= 8, "head minutes of chunks no head sits in are dropped"
+
+
+def test_slo_instances_are_reevaluated_every_refresh_interval() -> None:
+    from app.alerts.inputs import SloInputs
+    from app.config import SloConfig
+
+    source = _source(5, 1800.0)
+    inputs = SloInputs(source, [SPEC], SloConfig(), ui_base_url="http://ui", refresh_s=60.0)
+    evaluations: list[float] = []
+    real = inputs.tracker.evaluate
+
+    def counting(end: float, *args: object, **kwargs: object) -> object:
+        evaluations.append(end)
+        return real(end, *args, **kwargs)  # type: ignore[arg-type]
+
+    inputs.tracker.evaluate = counting  # type: ignore[method-assign]
+    firsts = [inputs.instances(t, source.streams(), {}) for t in (900.0, 915.0, 945.0)]
+    assert firsts[0] and firsts[1] is firsts[0] and firsts[2] is firsts[0]
+    assert inputs.instances(960.0, source.streams(), {}) is not firsts[0]
+    assert evaluations == [900.0, 960.0]
