@@ -201,3 +201,20 @@ def test_ui_is_mounted_under_ui_and_serves_every_asset_locally(client: httpx.Cli
     assert client.get("/ui/_dash-layout").status_code == 200
     assert client.get("/ui/_dash-dependencies").status_code == 200
     assert client.get("/api/v1/targets").status_code == 200  # the API is still there
+
+
+def test_the_latest_settled_diagnosis_of_a_stream_is_read_once(incident_rec: Path) -> None:
+    inner = load_recording(incident_rec)
+    (target, model) = inner.streams()[0]
+    src = CountingSource(inner, EPOCH + 300)
+    data = UiData(src, DiagnosisConfig())
+    settled, fresh = EPOCH + 240, EPOCH + 285  # settled: 30 s or more before the clock
+    first = data.diagnosis_at(target, model, settled)
+    assert first is not None and data.diagnosis_at(target, model, settled) is first
+    assert src.reads == 1
+    data.diagnosis_at(target, model, fresh)
+    data.diagnosis_at(target, model, fresh)
+    assert src.reads == 3, "a window that can still change is read every time"
+    src.clock = EPOCH + 400
+    later = data.diagnosis_at(target, model, EPOCH + 360)
+    assert later is not None and later[0].end == EPOCH + 360 and src.reads == 4

@@ -163,6 +163,11 @@ class UiData:
         # One computation per (stream, resolution) at a time: a live refresh that arrives
         # while a cold day is being computed waits for it and then reads the cache.
         self._key_locks: dict[tuple[str, str, float, float], threading.Lock] = {}
+        # The latest settled window's diagnosis of each (stream, length), by its end: the
+        # overview asks for every stream's on each refresh; one kept per stream.
+        self._diagnosed: dict[
+            tuple[str, str, float], tuple[float, tuple[Window, Diagnosis] | None]
+        ] = {}
 
     # -- time -------------------------------------------------------------------------
     def now(self) -> float:
@@ -260,10 +265,17 @@ class UiData:
     ) -> tuple[Window, Diagnosis] | None:
         """The window of ``length`` (default the configured one) ending at ``end``."""
         size = length or self.length
+        key = (target, model, size)
+        hit = self._diagnosed.get(key)
+        if hit is not None and hit[0] == end:
+            return hit[1]
         obs = self.source.observe(target, model, first_end=end, end=end, length=size, step=size)
-        if not obs:
-            return None
-        return obs[0].window, self._diagnose(obs[0])
+        got = (obs[0].window, self._diagnose(obs[0])) if obs else None
+        if end <= self.source.now() - self.source.settled:  # it can no longer change
+            with self._lock:
+                if hit is None or hit[0] < end:
+                    self._diagnosed[key] = (end, got)
+        return got
 
     def current(self, target: str, model: str) -> tuple[Window, Diagnosis] | None:
         """The latest complete window of a stream."""
