@@ -62,6 +62,17 @@ def _bomb() -> None:
     gzip_bomb()  # build it once, outside any scrape timeout
 
 
+def error_kinds(col: Collector, target: str) -> tuple[list[str | None], Callable[[], None]]:
+    """A list, and a step that appends the target's last error kind (None: ok) to it."""
+    kinds: list[str | None] = []
+
+    def look() -> None:
+        rec = col.states[target].last_record
+        kinds.append(rec.error_kind if rec else None)
+
+    return kinds, look
+
+
 @pytest.mark.parametrize(
     ("mode", "params", "kind"),
     [
@@ -81,11 +92,7 @@ def test_bad_answer_is_named_isolated_and_heals_losing_nothing(
 ) -> None:
     with FaultServer() as srv:
         col = collector(tmp_path, {"a": srv.url("/a"), "b": srv.url("/b")})
-        seen: list[str | None] = []
-
-        def look() -> None:
-            rec = col.states["a"].last_record
-            seen.append(rec.error_kind if rec else None)
+        seen, look = error_kinds(col, "a")
 
         t0 = time.perf_counter()
         run(
@@ -118,11 +125,7 @@ def test_bad_answer_is_named_isolated_and_heals_losing_nothing(
 def test_refused_connections_are_named_and_heal(tmp_path: Path) -> None:
     with FaultServer() as srv:
         col = collector(tmp_path, {"a": srv.url("/metrics")})
-        kinds: list[str | None] = []
-
-        def look() -> None:
-            rec = col.states["a"].last_record
-            kinds.append(rec.error_kind if rec else None)
+        kinds, look = error_kinds(col, "a")
 
         run(
             col,
@@ -144,11 +147,7 @@ def test_flapping_target_alternates_and_the_gaps_are_covered(tmp_path: Path) -> 
     with FaultServer() as srv:
         srv.set("/a", "flap")
         col = collector(tmp_path, {"a": srv.url("/a")})
-        kinds: list[str | None] = []
-
-        def look() -> None:
-            rec = col.states["a"].last_record
-            kinds.append(rec.error_kind if rec else None)
+        kinds, look = error_kinds(col, "a")
 
         run(col, [(100.0 + 5 * i, look if i else None) for i in range(9)])
         assert kinds == ["http_status", None] * 4  # first scrape 503 (not recorded)
@@ -182,11 +181,7 @@ def test_restart_inside_a_window_marks_reset_and_counts_only_real_work(tmp_path:
 def test_bucket_layout_change_is_named_then_the_new_layout_is_used(tmp_path: Path) -> None:
     with FaultServer() as srv:
         col = collector(tmp_path, {"a": srv.url("/a")})
-        kinds: list[str | None] = []
-
-        def look() -> None:
-            rec = col.states["a"].last_record
-            kinds.append(rec.error_kind if rec else None)
+        kinds, look = error_kinds(col, "a")
 
         run(
             col,

@@ -104,6 +104,22 @@ def _exact(get: Getter) -> Callable[[Point], float | None]:
     return value
 
 
+def slo_line(
+    span: list[float], value: float, unit: str, *, legend: str | None = None
+) -> go.Scatter:
+    """A dashed SLO line at ``value`` (already in the axis unit) across ``span``."""
+    extra = {} if legend is None else {"legend": legend}
+    return go.Scatter(
+        x=span,
+        y=[value, value],
+        name=f"SLO p99 {value:g} {unit}",
+        mode="lines",
+        line={"color": palette.SLO, "dash": "dash", "width": 1},
+        hoverinfo="skip",
+        **extra,
+    )
+
+
 def _percentile_traces(
     fig: go.Figure,
     row: int,
@@ -157,19 +173,7 @@ def _percentile_traces(
                 col=1,
             )
     # Drawn over the whole range, which also makes the autoranged axis span it.
-    fig.add_trace(
-        go.Scatter(
-            x=span,
-            y=[slo * scale, slo * scale],
-            name=f"SLO p99 {slo * scale:g} {unit}",
-            mode="lines",
-            line={"color": palette.SLO, "dash": "dash", "width": 1},
-            hoverinfo="skip",
-            legend=legend,
-        ),
-        row=row,
-        col=1,
-    )
+    fig.add_trace(slo_line(span, slo * scale, unit, legend=legend), row=row, col=1)
 
 
 # A band segment narrower than this share of the range gets no text (hover, legend and

@@ -23,6 +23,7 @@ from plotly.subplots import make_subplots
 
 from app.diagnose.records import fmt_value
 from app.ui import palette
+from app.ui.figures import slo_line
 from app.ui.fleetdata import FleetSeries, ReplicaPoint, SloSeries
 
 FLAG_MARKER = {"symbol": palette.IMBALANCED_SYMBOL, "size": 9, "color": palette.IMBALANCED}
@@ -180,18 +181,7 @@ def replicas_figure(
     span = [series.start * 1000.0, series.end * 1000.0]
     for row, slo, scale in ((1, series.slo_ttft_p99, 1.0), (2, series.slo_itl_p99, 1000.0)):
         unit = ROWS[row - 1][1]
-        fig.add_trace(
-            go.Scatter(
-                x=span,
-                y=[slo * scale, slo * scale],
-                name=f"SLO p99 {slo * scale:g} {unit}",
-                mode="lines",
-                line={"color": palette.SLO, "dash": "dash", "width": 1},
-                hoverinfo="skip",
-            ),
-            row=row,
-            col=1,
-        )
+        fig.add_trace(slo_line(span, slo * scale, unit), row=row, col=1)
     _flag_markers(fig, series)
     fig.update_layout(
         height=height,
