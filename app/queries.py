@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import threading
+from collections.abc import Iterable
 from typing import Any
 
 from app.model import HISTOGRAM_SIGNALS, Window
@@ -37,8 +40,8 @@ def window_to_dict(w: Window) -> dict[str, Any]:
     out: dict[str, Any] = {
         "target": w.target,
         "model_name": w.model_name,
-        "start": w.start,
-        "end": w.end,
+        "start": float(w.start),
+        "end": float(w.end),
     }
     ge_top: list[str] = []
     for signal, prefix in FIELD_PREFIX.items():
@@ -76,6 +79,41 @@ def window_to_dict(w: Window) -> dict[str, Any]:
     return out
 
 
+def _check(start: float, end: float, length: float, step: float) -> None:
+    if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
+        raise QueryError("end must be after start")
+    if length <= 0 or step <= 0:
+        raise QueryError("window and step must be positive")
+    if (end - start) / step > MAX_WINDOWS:
+        raise QueryError(f"more than {MAX_WINDOWS} windows: use a larger step")
+
+
+def _first_end(start: float, end: float, step: float) -> float:
+    return min((math.floor(start / step) + 1) * step, end)
+
+
+def _windows_from(
+    store: Store,
+    target: str,
+    model_name: str,
+    *,
+    first_end: float,
+    end: float,
+    length: float,
+    step: float,
+) -> list[Window]:
+    deltas = store.intervals(target, model_name, first_end - length, end)
+    return make_windows(
+        deltas,
+        start=first_end - length,
+        end=end,
+        length=length,
+        step=step,
+        target=target,
+        model_name=model_name,
+    )
+
+
 def stream_windows(
     store: Store,
     target: str,
@@ -91,25 +129,99 @@ def stream_windows(
     End times are multiples of ``step`` (so a refreshed page shows the same windows);
     each window covers ``(e - length, e]``.
     """
-    if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
-        raise QueryError("end must be after start")
-    if length <= 0 or step <= 0:
-        raise QueryError("window and step must be positive")
-    if (end - start) / step > MAX_WINDOWS:
-        raise QueryError(f"more than {MAX_WINDOWS} windows: use a larger step")
-    first_end = (math.floor(start / step) + 1) * step
-    if first_end > end:
-        first_end = end
-    deltas = store.intervals(target, model_name, first_end - length, end)
-    return make_windows(
-        deltas,
-        start=first_end - length,
-        end=end,
-        length=length,
-        step=step,
-        target=target,
-        model_name=model_name,
+    _check(start, end, length, step)
+    first_end = _first_end(start, end, step)
+    return _windows_from(
+        store, target, model_name, first_end=first_end, end=end, length=length, step=step
     )
 
 
-__all__ = ["HISTOGRAM_SIGNALS", "QueryError", "stream_windows", "window_to_dict"]
+def encode_window(w: Window) -> bytes:
+    """A window as the API's JSON object, encoded as the API's responses are."""
+    return json.dumps(
+        window_to_dict(w), ensure_ascii=False, allow_nan=False, separators=(",", ":")
+    ).encode()
+
+
+class WindowCache:
+    """Encoded API windows that can no longer change, per stream and resolution.
+
+    A window ending at or before ``now - settle`` (``settle``: a scrape interval plus its
+    timeout, so every delta ending inside it is stored) never changes again, so a
+    dashboard that asks for the same day every refresh only computes its newest
+    windows. At most ``cap`` windows are kept; over that the cache starts afresh (with the newest).
+    """
+
+    def __init__(self, settle: float, *, cap: int = 50_000) -> None:
+        self.settle = settle
+        self.cap = cap
+        self._held: dict[tuple[str, str, float, float], dict[float, bytes]] = {}
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return self._size
+
+    def windows(
+        self,
+        store: Store,
+        target: str,
+        model_name: str,
+        *,
+        start: float,
+        end: float,
+        length: float,
+        step: float,
+        now: float,
+    ) -> list[tuple[float, bytes]]:
+        """``(end, encoded window)`` of :func:`stream_windows`' windows, oldest first."""
+        _check(start, end, length, step)
+        first_end = _first_end(start, end, step)
+        n = int(math.floor((end - first_end) / step + 1e-9)) + 1
+        ends = [first_end + k * step for k in range(n)]
+        key = (target, model_name, length, step)
+        with self._lock:
+            held = dict(self._held.get(key, {}))
+        fresh: dict[float, bytes] = {}
+        todo = [e for e in ends if e not in held]
+        for lo, hi in grid_runs(todo, step):
+            run = [e for e in todo if lo <= e <= hi]
+            ws = _windows_from(
+                store, target, model_name, first_end=lo, end=hi, length=length, step=step
+            )
+            for e, w in zip(run, ws, strict=False):
+                fresh[e] = encode_window(w)
+        keep = {e: b for e, b in fresh.items() if e <= now - self.settle}
+        if keep:
+            with self._lock:
+                if self._size + len(keep) > self.cap:
+                    self._held.clear()
+                    self._size = 0
+                    if len(keep) > self.cap:  # the newest ones: a live view asks for them again
+                        keep = {e: keep[e] for e in sorted(keep)[-self.cap :]}
+                slot = self._held.setdefault(key, {})
+                self._size += len(keep.keys() - slot.keys())
+                slot.update(keep)
+        return [(e, held[e] if e in held else fresh[e]) for e in ends if e in held or e in fresh]
+
+
+def grid_runs(ends: Iterable[float], step: float) -> list[tuple[float, float]]:
+    """Group sorted window ends on the ``step`` grid into contiguous ``(first, last)`` runs."""
+    runs: list[tuple[float, float]] = []
+    for e in ends:
+        if runs and abs(e - runs[-1][1] - step) < 1e-6 * step:
+            runs[-1] = (runs[-1][0], e)
+        else:
+            runs.append((e, e))
+    return runs
+
+
+__all__ = [
+    "HISTOGRAM_SIGNALS",
+    "QueryError",
+    "WindowCache",
+    "encode_window",
+    "grid_runs",
+    "stream_windows",
+    "window_to_dict",
+]

@@ -26,6 +26,7 @@ from app.diagnose import Diagnosis, DiagnosisConfig, SloOverride, diagnose
 from app.fleet.slo import attainment
 from app.fleet.tracker import SloStatus
 from app.model import Window
+from app.queries import WindowCache
 from app.scrape.client import ClientPool
 from app.selfmetrics import (
     SelfMetrics,
@@ -105,6 +106,7 @@ class Service:
         self.latest_slos: list[SloStatus] = []
         self.diagnosis_config = diagnosis_config(settings)
         self.latest_readings: list[StreamReading] = []
+        self.window_cache = WindowCache(settings.scrape.interval + settings.scrape.timeout + 1.0)
         self.metrics.targets.set(len(settings.targets))
         self.scheduler = AsyncIOScheduler()
         self.started_at = time.time()

@@ -245,7 +245,8 @@ def deltas_st(draw: st.DrawFn) -> list[IntervalDelta]:
         hists = {}
         if draw(st.booleans()):
             bounds = LAYOUTS[draw(st.integers(0, 3)) // 3]
-            buckets = draw(st.dictionaries(st.integers(0, len(bounds)), finite, max_size=4))
+            counts = st.one_of(finite, st.integers(0, 10**6).map(float))  # mostly whole
+            buckets = draw(st.dictionaries(st.integers(0, len(bounds)), counts, max_size=4))
             hists["ttft"] = HistogramDelta(
                 bounds,
                 {k: v for k, v in buckets.items() if v},
@@ -290,11 +291,19 @@ def naive_increase(
     st.floats(min_value=0.5, max_value=30, allow_nan=False),
     st.floats(min_value=0.5, max_value=15, allow_nan=False),
     st.booleans(),
+    st.booleans(),
 )
 def test_sliding_windows_equal_recomputing_each_window(
-    deltas: list[IntervalDelta], start: float, length: float, step: float, use_samples: bool
+    deltas: list[IntervalDelta],
+    start: float,
+    length: float,
+    step: float,
+    use_samples: bool,
+    tiled: bool,
 ) -> None:
     end = 70.0
+    if tiled:  # windows that tile the range: each starts afresh (the disjoint path)
+        step = length
     samples = [(x.end - 1.0, x.gauges) for x in deltas] if use_samples else None
     slid = windows(
         deltas,

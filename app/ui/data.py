@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
 from app.model import Quantile, Window
+from app.queries import grid_runs
 from app.ui import palette
 from app.ui.source import Observed, TargetInfo, WindowSource
 
@@ -233,7 +233,7 @@ class UiData:
         todo = [e for e in ends if e not in cached]
         fresh: dict[float, Point | None] = {}
         # Compute the missing ends in contiguous runs (one read per run).
-        for lo, hi in _runs(todo, step):
+        for lo, hi in grid_runs(todo, step):
             for o in self.source.observe(
                 target, model, first_end=lo, end=hi, length=length, step=step
             ):
@@ -333,14 +333,3 @@ def _card_rank(c: Card) -> tuple[int, int, int, float, str, str]:
             if value is not None and slo > 0:
                 ratio = max(ratio, value / slo)
     return (-len(c.firing), int(c.up), -palette.severity(c.cls), -ratio, c.target, c.model_name)
-
-
-def _runs(ends: Iterable[float], step: float) -> list[tuple[float, float]]:
-    """Group sorted grid ends into contiguous (first, last) runs."""
-    runs: list[tuple[float, float]] = []
-    for e in ends:
-        if runs and abs(e - runs[-1][1] - step) < step * 1e-6:
-            runs[-1] = (runs[-1][0], e)
-        else:
-            runs.append((e, e))
-    return runs

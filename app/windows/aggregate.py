@@ -138,34 +138,63 @@ class ExactSum:
         return math.fsum([*self._partials, *_int_pieces(self._int)])
 
 
-@dataclass
 class _HistAcc:
-    """Summed deltas of one histogram signal with one bucket layout."""
+    """Summed deltas of one histogram signal with one bucket layout.
 
-    members: int = 0
-    buckets: dict[int, ExactSum] = field(default_factory=dict)
-    sum: ExactSum = field(default_factory=ExactSum)
-    count: ExactSum = field(default_factory=ExactSum)
+    Bucket increases are counts, so integers: those are summed as plain ``int`` (exact,
+    and several times cheaper than an :class:`ExactSum` per bucket); a non-integer
+    increase (a float counter, inf, NaN) goes to that bucket's :class:`ExactSum`.
+    """
+
+    __slots__ = ("members", "ints", "exact", "sum", "count")
+
+    def __init__(self) -> None:
+        self.members = 0
+        self.ints: dict[int, int] = {}
+        self.exact: dict[int, ExactSum] = {}
+        self.sum = ExactSum()
+        self.count = ExactSum()
 
     def apply(self, hd: HistogramDelta, sign: int) -> None:
         self.members += sign
+        ints = self.ints
+        get = ints.get
         for index, inc in hd.buckets.items():
-            acc = self.buckets.get(index)
-            if acc is None:
-                acc = self.buckets[index] = ExactSum()
-            acc.update(inc, sign)
+            if inc - inc == 0 and (n := int(inc)) == inc:  # finite and whole
+                ints[index] = get(index, 0) + (n if sign > 0 else -n)
+            else:
+                acc = self.exact.get(index)
+                if acc is None:
+                    acc = self.exact[index] = ExactSum()
+                acc.update(inc, sign)
         self.sum.update(hd.sum, sign)
         self.count.update(hd.count, sign)
 
     def result(self, bounds: tuple[float, ...]) -> HistogramDelta:
         buckets: dict[int, float] = {}
-        for index in sorted(self.buckets):
-            v = self.buckets[index].value()
+        exact = self.exact
+        for index in sorted(self.ints.keys() | exact.keys() if exact else self.ints):
+            n = self.ints.get(index, 0)
+            if index in exact:
+                acc = exact[index]
+                if n:
+                    acc = _plus_int(acc, n)
+                v = acc.value()
+            else:
+                v = float(n)
             if v != 0:
                 buckets[index] = v
         return HistogramDelta(
             bounds=bounds, buckets=buckets, sum=self.sum.value(), count=self.count.value()
         )
+
+
+def _plus_int(acc: ExactSum, n: int) -> ExactSum:
+    """A copy of ``acc`` with the integer ``n`` added (exactly)."""
+    out = ExactSum()
+    out._int, out._partials = acc._int + n, list(acc._partials)
+    out._pinf, out._ninf, out._nan = acc._pinf, acc._ninf, acc._nan
+    return out
 
 
 @dataclass
@@ -373,7 +402,8 @@ def windows(
     Window ``k`` is ``(e_k - length, e_k]`` with ``e_k = start + length + k*step``, and
     equals ``window(deltas, start=e_k - length, end=e_k, ...)`` bit for bit. Each delta
     and gauge sample is added and removed once (O(n) plus O(signals·buckets) per
-    window emitted), so long histories are cheap.
+    window emitted), so long histories are cheap; when ``step >= length`` no delta is in
+    two windows, and each window starts from an empty sum instead of removing the last.
     """
     if not (math.isfinite(length) and length > 0):
         raise ValueError(f"length must be a positive number of seconds, got {length}")
@@ -382,6 +412,7 @@ def windows(
     ordered = _sorted_deltas(deltas)
     samples = _gauge_source(ordered, gauge_samples)
     acc = _Accumulator()
+    disjoint = step >= length  # no delta is in two windows: add only, never remove
     out: list[Window] = []
     d_lo = d_hi = 0
     g_lo = g_hi = 0
@@ -391,6 +422,13 @@ def windows(
         if not w_end <= end:
             break
         w_start = w_end - length
+        if disjoint and acc.intervals + acc.gauge_seq:  # nothing carries over: start afresh
+            acc = _Accumulator()
+            while d_hi and ordered[d_hi - 1].end > w_start:  # a rounded edge: re-add
+                d_hi -= 1
+            while g_hi and samples[g_hi - 1][0] > w_start:
+                g_hi -= 1
+            d_lo, g_lo = d_hi, g_hi
         # deltas: drop those ending at or before w_start, add those ending by w_end
         while d_lo < d_hi and ordered[d_lo].end <= w_start:
             acc.remove_delta(ordered[d_lo])
