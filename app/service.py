@@ -79,7 +79,9 @@ class Service:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.store = Store(settings.storage.path)
+        # Every alert round windows every stream's last minute: keep that in memory.
+        recent = settings.window.length + 3.0 * settings.scrape.interval
+        self.store = Store(settings.storage.path, recent_s=recent)
         self.client = httpx.AsyncClient(
             follow_redirects=False,
             limits=httpx.Limits(max_connections=settings.scrape.concurrency),

@@ -74,3 +74,52 @@ def test_slo_instances_are_reevaluated_every_refresh_interval() -> None:
     assert firsts[0] and firsts[1] is firsts[0] and firsts[2] is firsts[0]
     assert inputs.instances(960.0, source.streams(), {}) is not firsts[0]
     assert evaluations == [900.0, 960.0]
+
+
+def _shifted(source: MemorySource, by: float) -> list[IntervalDelta]:
+    return [
+        IntervalDelta(
+            target=d.target,
+            model_name=d.model_name,
+            start=d.start + by,
+            end=d.end + by,
+            histograms=d.histograms,
+            counters=d.counters,
+            gauges=d.gauges,
+        )
+        for d in source.intervals("a", "m", 0.0, 1e12)
+    ]
+
+
+def test_a_young_stream_keeps_no_chunk_before_its_first_delta() -> None:
+    # An hour of data that starts 29 days into a 30-day period: the chunks before it are
+    # known empty from the stream's first delta, so none is read or kept.
+    young = 29 * 86400.0
+    source = MemorySource({("a", "m"): _shifted(_source(7, 3600.0), young)})
+    cache = CountCache(source, SPEC)
+    end = young + 3600.0
+    cache.begin()
+    got, since = cache.range(("a", "m"), end - 30 * 86400.0, end, closed_until=end)
+    want = delta_counts(source.intervals("a", "m", 0.0, end), SPEC)
+    assert since == end - 30 * 86400.0  # complete: nothing older exists
+    assert got.tallies["ttft"].total == pytest.approx(want.tallies["ttft"].total)
+    assert len(cache.chunks[("a", "m")]) <= 13  # the hour's 12 chunks (and its edge)
+
+
+def test_a_backfill_older_than_the_first_delta_is_counted_next_evaluation() -> None:
+    older = _source(8, 3600.0)
+    newer = _shifted(_source(9, 3600.0), 3600.0)
+    deltas = {("a", "m"): newer}
+    source = MemorySource(deltas)
+    cache = CountCache(source, SPEC)
+    stream = ("a", "m")
+    cache.begin()
+    first, _ = cache.range(stream, 0.0, 7200.0, closed_until=7200.0)
+    source = MemorySource({("a", "m"): older.intervals("a", "m", 0.0, 1e9) + newer})
+    cache.source = source
+    cache.begin()
+    again, since = cache.range(stream, 0.0, 7200.0, closed_until=7200.0)
+    want = delta_counts(source.intervals("a", "m", 0.0, 7200.0), SPEC)
+    assert since == 0.0
+    assert again.tallies["ttft"].total == pytest.approx(want.tallies["ttft"].total)
+    assert again.tallies["ttft"].total > first.tallies["ttft"].total

@@ -94,6 +94,11 @@ class MemorySource:
     def streams(self) -> list[tuple[str, str]]:
         return sorted(self._deltas)
 
+    def first_end(self, target: str, model_name: str) -> float | None:
+        """The end of a stream's oldest delta (None: it has none)."""
+        ends = self._ends.get((target, model_name))
+        return ends[0] if ends else None
+
     def earliest(self) -> float | None:
         """The start of the oldest delta held (nothing older exists)."""
         starts = [v[0].start for v in self._deltas.values() if v]
@@ -116,6 +121,10 @@ class CountCache:
         self.minutes: dict[tuple[Stream, int], tuple[int, list[SloCounts]]] = {}
         # The open region's counts, read once per evaluation: every window shares it.
         self.tails: dict[tuple[Stream, float, float], SloCounts] = {}
+        # Per stream, the chunk of its oldest delta (read once per evaluation, as a
+        # backfill may add older ones): the chunks before it are empty, and are neither
+        # read nor kept — a month's budget of a young stream would be 8,640 of them.
+        self.floors: dict[Stream, int] = {}
         self.generation = 0
 
     def begin(self) -> None:
@@ -123,9 +132,24 @@ class CountCache:
         previous one (a head moves on by one evaluation step at a time)."""
         self.generation += 1
         self.tails.clear()
+        self.floors.clear()
         old = self.generation - 2
         for key in [k for k, (g, _) in self.minutes.items() if g < old]:
             del self.minutes[key]
+
+    def _floor(self, stream: Stream) -> int:
+        """The chunk holding the stream's oldest delta; every chunk before it is empty
+        (a source that cannot tell gives the lowest index: nothing is assumed empty)."""
+        k = self.floors.get(stream)
+        if k is None:
+            first_end = getattr(self.source, "first_end", None)
+            if not callable(first_end):
+                k = -(1 << 62)
+            else:
+                first = first_end(stream[0], stream[1])
+                k = (1 << 62) if first is None else math.ceil(first / self.chunk_s) - 1
+            self.floors[stream] = k
+        return k
 
     def _read(self, stream: Stream, start: float, end: float) -> SloCounts:
         if end <= start:
@@ -239,7 +263,11 @@ class CountCache:
         if b - a < 1:
             return self._read(stream, start, end), start
         budget = fill if fill is not None else [1 << 62]
-        first = self._ensure(stream, a, b, budget)
+        floor = self._floor(stream)
+        if floor >= b:  # nothing before the open tail
+            return self._tail(stream, b * c, end), start
+        lowest = max(a, floor)
+        first = self._ensure(stream, lowest, b, budget)
         total = self._tail(stream, b * c, end)
         chunks = self.chunks[stream]
         k = b
@@ -254,8 +282,8 @@ class CountCache:
                 self._load(stream, k - 1, k)
             total = total + chunks[k - 1]
             k -= 1
-        if first == a:
-            return total + self._head(stream, start, a - 1), start
+        if first == lowest:  # complete: with the partial chunk before ``a`` if it can hold any
+            return (total + self._head(stream, start, a - 1) if floor < a else total), start
         return total, first * c
 
     def prune(self, now: float, keep_hours_s: float) -> None:

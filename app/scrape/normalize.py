@@ -39,6 +39,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from operator import add
+from typing import cast
 
 from app.model import (
     CORE_SIGNALS,
@@ -126,12 +127,13 @@ _DISPATCH = _dispatch_table()
 Labels = tuple[tuple[str, str], ...]
 # model_name (None when absent), engine, le (None when absent), key of the other labels.
 _Split = tuple[str | None, str, str | None, str]
+# Splits of pages read line by line (a first scrape, a changed layout), by the identity
+# of their labels; a page read through a template keeps its splits with the template
+# (``ParseResult.memo``), so this memo only bridges the scrapes before that.
 _SPLIT_MEMO: dict[int, tuple[Labels, _Split]] = {}
 _KEYS: dict[str, str] = {}
-# Every series of every target seen in a round: about 500 on a vLLM page, so a fleet of
-# 1,000 targets needs 500,000 (some 150 bytes each); a smaller memo is emptied every
-# few targets and every sample is split again (half the cost of a scrape at that size).
-_SPLIT_LIMIT = 1_000_000
+_SPLITS: dict[_Split, _Split] = {}
+_SPLIT_LIMIT = 100_000
 
 
 @dataclass(slots=True)
@@ -168,15 +170,11 @@ def normalize(result: ParseResult, *, target: str, ts: float) -> Snapshot:
     orphans: list[tuple[tuple[int, str, str], _Split, float, Labels]] = []
     seen_vllm = False
     dispatch = _DISPATCH.get
-    memo = _SPLIT_MEMO.get
-    for name, labels, value, _ in result.samples:
+    for (name, labels, value, _), split in zip(result.samples, _splits(result), strict=True):
         spec = dispatch(name)
         if spec is None and not name.startswith(VLLM):
             continue
         seen_vllm = True
-        # The parser hands out the same labels tuple for a series every scrape.
-        hit = memo(id(labels))
-        split = hit[1] if hit is not None and hit[0] is labels else _split(labels)
         model = split[0]
         if spec is None or model is None:
             if spec is None:
@@ -226,6 +224,24 @@ def normalize(result: ParseResult, *, target: str, ts: float) -> Snapshot:
     )
 
 
+def _splits(result: ParseResult) -> list[_Split]:
+    """The split labels of each sample: kept with the page's template when it has one."""
+    memo = result.memo
+    if memo is not None:
+        held = memo.get("splits")
+        if held is not None:
+            return cast(list[_Split], held)
+    got = _SPLIT_MEMO.get
+    splits = []
+    for _, labels, _, _ in result.samples:
+        # The parser hands out the same labels tuple for a series every scrape.
+        hit = got(id(labels))
+        splits.append(hit[1] if hit is not None and hit[0] is labels else _split(labels))
+    if memo is not None:
+        memo["splits"] = splits
+    return splits
+
+
 def _split(labels: Labels) -> _Split:
     """Split labels into model_name, engine, le and a key for the other labels."""
     found = dict(labels)
@@ -233,9 +249,11 @@ def _split(labels: Labels) -> _Split:
     key = repr(tuple(pair for pair in labels if pair[0] not in _SERIES_DROP))
     key = _KEYS.setdefault(key, key)  # a few distinct keys serve every series
     split = (found.get("model_name"), found.get("engine", "0"), found.get("le"), key)
+    split = _SPLITS.setdefault(split, split)  # a target's series share a few dozen
     if len(_SPLIT_MEMO) >= _SPLIT_LIMIT:
         _SPLIT_MEMO.clear()
         _KEYS.clear()
+        _SPLITS.clear()
     # Keyed by identity; holding the labels keeps the id from being reused.
     _SPLIT_MEMO[id(labels)] = (labels, split)
     return split

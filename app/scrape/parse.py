@@ -46,8 +46,10 @@ and never get a template (about 14 ms a page instead of 0.4 ms).
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from hashlib import blake2b
 from itertools import compress, repeat
 from operator import getitem, itemgetter
 from typing import cast
@@ -109,6 +111,10 @@ class ParseResult:
     helps: dict[str, str] = field(default_factory=dict)
     # Sample lines left out by the prefix filter (sanity-checked, not parsed).
     skipped: int = 0
+    # Read through a template: its ``memo``, shared by every page of that layout, where
+    # a consumer may keep what it derives from the samples' series (they are the same,
+    # in the same order, every time). None for a page read line by line.
+    memo: dict[str, object] | None = field(default=None, compare=False, repr=False)
 
 
 class _Tables:
@@ -176,7 +182,7 @@ class LabelCache:
         self.templates.clear()
 
     def keep_template(self, probe: tuple[str | None, int, str], template: _Template) -> None:
-        """Remember the layout of a page (about 130 kB for a 0.33.0 page)."""
+        """Remember the layout of a page."""
         templates = self.templates
         templates.pop(probe, None)
         while templates and len(templates) >= self.max_templates:
@@ -373,7 +379,7 @@ class _Page:
             if keep is None:
                 return None
         if brace < 0:
-            return (key, ()) if keep else _CREATED
+            return (sys.intern(key), ()) if keep else _CREATED
         pieces = key[brace:].split('"')
         # An even count is an odd number of quotes: a text between them would take the
         # place of the last separator (`{a="1"}"}` looks like `{a="1"}`).
@@ -386,8 +392,9 @@ class _Page:
         values = pieces[1::2]
         if order is not None:
             values = [values[i] for i in order]
-        # The shape fixes how many values there are, so zip needs no length check.
-        return name, tables.labels(zip(label_names, values, strict=False))
+        # The shape fixes how many values there are, so zip needs no length check. The
+        # name is interned: templates keep one per series, and a page has few names.
+        return sys.intern(name), tables.labels(zip(label_names, values, strict=False))
 
     def _learn_name(self, name: str) -> bool | None:
         """Check a metric name against the rules and the prefix; remember if it is kept."""
@@ -443,8 +450,8 @@ class _Page:
             return None  # a prefix reaching into the labels, e.g. "vllm:x{": nothing kept
         self.learned += 1
         tables = self.tables
-        if isinstance(entry, tuple) and entry[1]:
-            entry = (entry[0], tables.labels(entry[1]))
+        if isinstance(entry, tuple) and entry is not _CREATED:
+            entry = (sys.intern(entry[0]), tables.labels(entry[1]) if entry[1] else ())
         tables.series[key] = entry
         tables.names[name] = not name.endswith("_created")
         brace = len(name)
@@ -494,9 +501,10 @@ class _Template:
 
     A target's page has the same lines every scrape; only sample values change. If every
     line of a new page starts with the text before the value of the same line last time
-    (``all(map(str.startswith, ...))``, in C), and its comment, blank and unparsable lines
-    are unchanged, then its samples are the old series with the new values: no lookup and
-    no Python code per line. Lines of other prefixes are not looked at beyond their series
+    (the heads, cut in C and compared as one digest: a template keeps 16 bytes rather than
+    the heads themselves), and its comment, blank and unparsable lines are unchanged,
+    then its samples are the old series with the new values: no lookup and no Python
+    code per line. Lines of other prefixes are not looked at beyond their series
     text, as on the cached path.
     """
 
@@ -510,16 +518,22 @@ class _Template:
         "helps",
         "kept",
         "kept_slices",
+        "heads",
         "labels",
+        "lines",
+        "memo",
         "names",
-        "prefixes",
+        "skeleton",
         "skipped",
         "types",
     )
 
     def __init__(self, page: _Page, result: ParseResult) -> None:
         """Record the layout of the lines ``page`` parsed into ``result``."""
-        self.prefixes = [key + sep for key, sep, _ in page.original]
+        lengths = [len(key) + len(sep) for key, sep, _ in page.original]
+        self.lines = len(lengths)
+        self.heads = list(map(_slice_to, lengths))
+        self.skeleton = _skeleton(key + sep for key, sep, _ in page.original)
         entries = page.entries
         self.kept = [bool(entry) for entry in entries]
         # Lines that must not change: comments, blank and bad lines, and skipped lines
@@ -529,7 +543,7 @@ class _Template:
             entry is None or (entry is _SKIP and series.get(key) is not _SKIP)
             for (key, _, _), entry in zip(page.original, entries, strict=True)
         ]
-        starts = list(map(_slice_from, map(len, self.prefixes)))
+        starts = list(map(_slice_from, lengths))
         self.kept_slices = list(compress(starts, self.kept))
         self.fixed_slices = list(compress(starts, self.fixed))
         self.fixed_tails = list(compress(map(_VALUE, page.original), self.fixed))
@@ -542,10 +556,11 @@ class _Template:
         self.errors = result.errors
         self.cut = result.cut_last_line
         self.skipped = result.skipped
+        self.memo: dict[str, object] = {}
 
     def apply(self, lines: list[str]) -> ParseResult | None:
         """Parse ``lines`` if they have this layout; None if they do not."""
-        if len(lines) != len(self.prefixes) or not all(map(str.startswith, lines, self.prefixes)):
+        if len(lines) != self.lines or _skeleton(map(getitem, lines, self.heads)) != self.skeleton:
             return None
         fixed = list(map(getitem, compress(lines, self.fixed), self.fixed_slices))
         if fixed != self.fixed_tails:
@@ -561,7 +576,7 @@ class _Template:
             rows = compress(rows, self.names)  # leave out _created series before building
         samples = list(map(tuple.__new__, repeat(Sample), rows))
         types, helps = self.types.copy(), self.helps.copy()
-        return ParseResult(samples, types, self.errors, self.cut, helps, self.skipped)
+        return ParseResult(samples, types, self.errors, self.cut, helps, self.skipped, self.memo)
 
 
 def _slice_from(start: int) -> slice:
@@ -574,7 +589,29 @@ def _slice_from(start: int) -> slice:
     return cut
 
 
+def _slice_to(stop: int) -> slice:
+    """``slice(None, stop)``, shared as :func:`_slice_from`'s slices are."""
+    cut = _HEADS.get(stop)
+    if cut is None:
+        cut = slice(None, stop)
+        if stop < 4096:
+            _HEADS[stop] = cut
+    return cut
+
+
+def _skeleton(heads: Iterable[str]) -> bytes:
+    """A digest of a page's lines without their values: what a template must see again.
+
+    128 bits of BLAKE2b: two different layouts give the same digest with a probability
+    of about 2**-128, and it costs 16 bytes where the heads themselves are most of the
+    page (about 80 kB a target as strings). ``surrogatepass`` keeps the encoding one to
+    one for any text, lone surrogates included.
+    """
+    return blake2b("\n".join(heads).encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 _SLICES: dict[int, slice] = {}
+_HEADS: dict[int, slice] = {}
 
 
 def _probe(prefix: str | None, lines: list[str]) -> tuple[str | None, int, str]:

@@ -15,7 +15,7 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +23,7 @@ from typing import Any
 
 from app.model import IntervalDelta, StreamSnapshot
 from app.store.codec import decode_delta, decode_stream, encode_delta, encode_stream
+from app.store.recent import RecentDeltas
 
 MIGRATIONS: tuple[str, ...] = (
     # 1: the data path
@@ -174,8 +175,12 @@ class StoreHealth:
 class Store:
     """Repository over one SQLite file."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, recent_s: float = 0.0) -> None:
+        """Open (or create) the store at ``path``; keep the last ``recent_s`` seconds of
+        each stream that is read in memory as well (:mod:`app.store.recent`; 0: none)."""
         self.path = str(path)
+        self._recent = RecentDeltas(recent_s)
+        self._writes = 0  # commits of deltas: a read that saw none since may fill _recent
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
@@ -340,6 +345,8 @@ class Store:
             except BaseException as exc:
                 self._rollback(exc)
                 raise
+            self._writes += 1
+            self._recent.add(deltas)
             self._wrote()
 
     def enforce_retention(self, now: float, retention_s: float) -> int:
@@ -375,9 +382,17 @@ class Store:
     def intervals(
         self, target: str, model_name: str, start: float, end: float
     ) -> list[IntervalDelta]:
-        """Interval deltas of a stream whose end lies in ``(start, end]``, oldest first."""
+        """Interval deltas of a stream whose end lies in ``(start, end]``, oldest first.
+
+        Recent ones may be the very objects written (:mod:`app.store.recent`): callers
+        must not change what they get.
+        """
+        stream = (target, model_name)
         with self._lock:
-            sid = self._streams.get((target, model_name))
+            held = self._recent.get(stream, start, end)
+            if held is not None:
+                return held
+            sid = self._streams.get(stream)
             if sid is None:
                 return []
             rows = self._db.execute(
@@ -386,6 +401,20 @@ class Store:
                 (sid, start, end),
             ).fetchall()
             bounds_of = self._bounds.__getitem__
+            writes = self._writes
+        deltas = self._decode(rows, target, model_name, bounds_of)
+        with self._lock:
+            if self._writes == writes:  # nothing committed since the read
+                self._recent.fill(stream, start, end, deltas)
+        return deltas
+
+    @staticmethod
+    def _decode(
+        rows: list[tuple[Any, ...]],
+        target: str,
+        model_name: str,
+        bounds_of: Callable[[int], tuple[float, ...]],
+    ) -> list[IntervalDelta]:
         return [
             decode_delta(
                 payload,
@@ -398,6 +427,17 @@ class Store:
             )
             for e, s, r, payload in rows
         ]
+
+    def first_end(self, target: str, model_name: str) -> float | None:
+        """The end of a stream's oldest stored delta (None: it has none)."""
+        with self._lock:
+            sid = self._streams.get((target, model_name))
+            if sid is None:
+                return None
+            row = self._db.execute(
+                "SELECT MIN(end_ts) FROM intervals WHERE stream_id = ?", (sid,)
+            ).fetchone()
+        return None if row is None or row[0] is None else float(row[0])
 
     def last_snapshots(self) -> dict[str, tuple[float, dict[str, StreamSnapshot]]]:
         """The latest cumulative snapshot per target, to resume deltas after a restart."""

@@ -191,6 +191,10 @@ class StoreSource:
         ``DeltaSource``)."""
         return self._store().intervals(target, model, start, end)
 
+    def first_end(self, target: str, model: str) -> float | None:
+        """The end of a stream's oldest stored delta (None: it has none)."""
+        return self._store().first_end(target, model)
+
     def earliest(self) -> float | None:
         """The start of a fixed range (nothing older exists); None when live."""
         return None if self._span is None else self._span[0]
