@@ -26,6 +26,7 @@ from app.diagnose import Diagnosis, DiagnosisConfig, SloOverride, diagnose
 from app.fleet.slo import attainment
 from app.fleet.tracker import SloStatus
 from app.model import Window
+from app.pacing import BACKGROUND_SHARE, Pacer
 from app.queries import WindowCache
 from app.scrape.client import ClientPool
 from app.selfmetrics import (
@@ -165,7 +166,9 @@ class Service:
         length = self.settings.window.length
         end = now - (self.settings.source.lag if self.settings.source.kind == "prometheus" else 0)
         readings = []
+        pace = Pacer(BACKGROUND_SHARE)
         for target, model in self.store.streams():
+            pace()
             deltas = self.store.intervals(target, model, end - length, end)
             if not deltas:
                 continue
@@ -209,6 +212,12 @@ class Service:
 
     async def stream_metrics_job(self) -> None:
         """Evaluate the latest window of every stream and export it on ``/metrics``."""
+        try:
+            await self._stream_metrics()
+        except asyncio.CancelledError:
+            log.info("stream metrics: cancelled by shutdown")  # nothing to save
+
+    async def _stream_metrics(self) -> None:
         readings = await asyncio.to_thread(self.evaluate_streams, time.time())
         firing = self.alerts_firing()
         readings = [

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import socket
 import sqlite3
@@ -157,8 +158,11 @@ def self_metrics(url: str) -> dict[str, object]:
             ):
                 out[s.name] = s.value
             elif s.name == "phasewatch_scrapes_total":
-                key = "ok" if s.labels["outcome"] == "ok" else "errors"
+                outcome = s.labels["outcome"]
+                key = "ok" if outcome == "ok" else "errors"
                 out[key] = float(out[key]) + s.value  # type: ignore[arg-type]
+                if key == "errors":
+                    out[f"error:{outcome}"] = float(out.get(f"error:{outcome}", 0.0)) + s.value  # type: ignore[arg-type]
     out["lag_buckets"] = buckets
     return out
 
@@ -259,9 +263,21 @@ def run_phasewatch(
         streams = stream_count(db)
         if proc.poll() is not None:
             sys.exit(f"phasewatch exited:\n{log.read_text()[-3000:]}")
-    warnings = [
-        line for line in log.read_text().splitlines() if "WARNING" in line or "ERROR" in line
-    ]
+    lines = log.read_text().splitlines()
+    warnings = [line for line in lines if "WARNING" in line or "ERROR" in line]
+    for i, line in enumerate(lines):  # an error's traceback, whole
+        if " ERROR " in line:
+            print("\n".join(lines[i : i + 40]), file=sys.stderr)
+            break
+    # What went wrong, on stderr (the figures stay on stdout): each kind of message once,
+    # with how often it came and when first.
+    kinds: dict[str, tuple[int, str]] = {}
+    for line in warnings:
+        kind = re.sub(r"[0-9][0-9:.,-]*", "#", line.partition(" ")[2].partition(" ")[2])[:160]
+        n, first = kinds.get(kind, (0, line[:23]))
+        kinds[kind] = (n + 1, first)
+    for kind, (n, first) in kinds.items():
+        print(f"phasewatch log: {n} x (first at {first}) {kind}", file=sys.stderr)
 
     def delta(name: str) -> float:
         return float(m1.get(name, 0.0)) - float(m0.get(name, 0.0))  # type: ignore[arg-type]
@@ -278,6 +294,7 @@ def run_phasewatch(
         "missed_rounds": delta("phasewatch_scrape_rounds_missed_total"),
         "gaps": delta("phasewatch_scrape_gaps_total"),
         "errors": delta("errors"),
+        **{k: delta(k) for k in m1 if k.startswith("error:") and delta(k) > 0},
         "ok": delta("ok"),
         "lag_p99": p99,
         "lag_p99_bound": p99_bound,
@@ -378,6 +395,9 @@ def main() -> int:
     print(f"target_gaps: {pw['gaps']:.0f}")
     print(f"scrapes_ok: {pw['ok']:.0f}")
     print(f"scrape_errors: {pw['errors']:.0f}")
+    kinds = sorted((k.partition(":")[2], v) for k, v in pw.items() if k.startswith("error:"))
+    if kinds:
+        print("scrape_error_kinds: " + ", ".join(f"{k} {v:.0f}" for k, v in kinds))
     print(f"log_warnings: {pw['log_warnings']:.0f}")
     print(f"scrape_lag_p99_bucket_s: {pw['lag_p99_bound']:g}")
     print(f"sim_cpu_core_fraction: {pw['sim_cpu']:.3f}")

@@ -123,3 +123,41 @@ def test_a_backfill_older_than_the_first_delta_is_counted_next_evaluation() -> N
     assert since == 0.0
     assert again.tallies["ttft"].total == pytest.approx(want.tallies["ttft"].total)
     assert again.tallies["ttft"].total > first.tallies["ttft"].total
+
+
+class CountingSource:
+    def __init__(self, inner: MemorySource) -> None:
+        self.inner = inner
+        self.read = 0
+
+    def intervals(self, target: str, model: str, start: float, end: float) -> list[IntervalDelta]:
+        got = self.inner.intervals(target, model, start, end)
+        self.read += len(got)
+        return got
+
+    def first_end(self, target: str, model: str) -> float | None:
+        return self.inner.first_end(target, model)
+
+
+def test_closed_minutes_are_counted_once_not_read_every_evaluation() -> None:
+    inner = _source(11, 3600.0)
+    source = CountingSource(inner)
+    cache = CountCache(source, SPEC)
+    stream = ("a", "m")
+    reads = []
+    end = 1800.0 + 2.5
+    while end < 3000.0:
+        cache.begin()
+        before = source.read
+        for _, seconds in BURN_WINDOWS[:2]:  # 5 m and 30 m
+            got, _ = cache.range(stream, end - seconds, end, closed_until=end - 10.0)
+            want = delta_counts(inner.intervals("a", "m", end - seconds, end), SPEC)
+            assert got.tallies["ttft"].total == pytest.approx(want.tallies["ttft"].total)
+        if end > 2400.0:
+            reads.append(source.read - before)
+        end += 15.0
+    # Warm, an evaluation reads its partial minutes (about 12 deltas each) and, once per
+    # chunk, the 30-minute window's new head chunk (60): the 5-minute window alone used
+    # to read its 60 deltas every time, and a closing chunk its 60 again.
+    assert sum(reads) / len(reads) < 40
+    assert max(reads) <= 60 + 4 * 12

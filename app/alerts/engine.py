@@ -29,6 +29,7 @@ from app.diagnose import Diagnosis
 from app.fleet.specs import imbalance_thresholds, slo_specs
 from app.fleet.tracker import SloTracker
 from app.model import Window
+from app.pacing import BACKGROUND_SHARE, Pacer
 from app.store.diagnoses import DiagnosisRow, DiagnosisStore, should_store
 from app.store.sqlite import Store
 from app.windows.aggregate import window
@@ -134,6 +135,7 @@ class AlertEngine:
         instances: list[Instance] = []
         rows: list[DiagnosisRow] = []
         streams: list[tuple[Window, Diagnosis]] = []
+        pace = Pacer(BACKGROUND_SHARE)  # leave the scrape loop its share of the interpreter
         for target, labels in self._targets().items():
             records = self.store.scrapes(target, min(end - length, now - stale), now)
             last = records[-1] if records else None
@@ -145,6 +147,7 @@ class AlertEngine:
             inside = [r for r in records if end - length < r.ts <= end]
             failed = sum(1 for r in inside if not reached(r.error_kind))
             for model in self._models(target, end):
+                pace()
                 deltas = self.store.intervals(target, model, end - length, end)
                 w = window(deltas, start=end - length, end=end, target=target, model_name=model)
                 diagnosis, inst, _ = evaluate_stream(

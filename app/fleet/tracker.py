@@ -40,6 +40,7 @@ from app.fleet.slo import (
     delta_counts,
 )
 from app.model import IntervalDelta
+from app.pacing import BACKGROUND_SHARE, Pacer
 
 __all__ = [
     "BURN_WINDOWS",
@@ -125,6 +126,8 @@ class CountCache:
         # backfill may add older ones): the chunks before it are empty, and are neither
         # read nor kept — a month's budget of a young stream would be 8,640 of them.
         self.floors: dict[Stream, int] = {}
+        # Closed minutes of the open region, per stream, until their chunk is cached.
+        self.open_minutes: dict[Stream, dict[int, SloCounts]] = {}
         self.generation = 0
 
     def begin(self) -> None:
@@ -156,12 +159,72 @@ class CountCache:
             return SloCounts()
         return delta_counts(self.source.intervals(stream[0], stream[1], start, end), self.spec)
 
-    def _tail(self, stream: Stream, start: float, end: float) -> SloCounts:
+    def _tail(self, stream: Stream, start: float, end: float, closed_until: float) -> SloCounts:
+        """Counts over the open region ``(start, end]`` (``start`` on the chunk grid).
+
+        Its closed whole minutes are counted once and kept (``open_minutes``) until their
+        chunk is cached, which is then their sum: so an evaluation reads only the minute
+        or so that is still open, and a chunk that closes is not read again.
+        """
         key = (stream, start, end)
         counts = self.tails.get(key)
         if counts is None:
-            counts = self.tails[key] = self._read(stream, start, end)
+            edge = start
+            minutes = SloCounts()
+            if self.chunk_s % MINUTE_S == 0:
+                m0 = round(start / MINUTE_S)
+                m1 = math.floor(min(end, closed_until) / MINUTE_S)
+                if m1 > m0:
+                    minutes = self._closed_minutes(stream, m0, m1)
+                    edge = m1 * MINUTE_S
+            counts = self.tails[key] = minutes + self._read(stream, edge, end)
         return counts
+
+    def _short(self, stream: Stream, start: float, end: float, closed_until: float) -> SloCounts:
+        """Counts over a range holding no whole closed chunk (the 5-minute window): its
+        closed whole minutes from ``open_minutes``, the partial ones read."""
+        if self.chunk_s % MINUTE_S == 0:
+            m0 = math.ceil(start / MINUTE_S - 1e-9)
+            m1 = math.floor(min(end, closed_until) / MINUTE_S)
+            if m1 > m0:
+                return (
+                    self._read(stream, start, m0 * MINUTE_S)
+                    + self._closed_minutes(stream, m0, m1)
+                    + self._read(stream, m1 * MINUTE_S, end)
+                )
+        return self._read(stream, start, end)
+
+    def _closed_minutes(self, stream: Stream, m0: int, m1: int) -> SloCounts:
+        """The sum of closed minutes ``m0 .. m1-1``, reading only those not yet kept."""
+        held = self.open_minutes.setdefault(stream, {})
+        missing = [m for m in range(m0, m1) if m not in held]
+        if missing:
+            lo = missing[0]
+            groups: dict[int, list[IntervalDelta]] = {m: [] for m in range(lo, m1)}
+            for d in self.source.intervals(stream[0], stream[1], lo * MINUTE_S, m1 * MINUTE_S):
+                m = math.ceil(d.end / MINUTE_S) - 1
+                if m in groups:
+                    groups[m].append(d)
+            for m, ds in groups.items():
+                if m not in held:
+                    held[m] = delta_counts(ds, self.spec) if ds else SloCounts()
+        total = SloCounts()
+        for m in range(m0, m1):
+            total = total + held[m]
+        return total
+
+    def _chunk_minutes(self, stream: Stream, k: int) -> list[SloCounts] | None:
+        """The counts of each minute of the closed chunk ``k`` when the open region kept
+        some of them (the rest, its last minutes, are read); None when it kept none."""
+        held = self.open_minutes.get(stream)
+        if not held or self.chunk_s % MINUTE_S:
+            return None
+        n = round(self.chunk_s / MINUTE_S)
+        first = k * n
+        if not any(m in held for m in range(first, first + n)):
+            return None
+        self._closed_minutes(stream, first, first + n)  # reads only what is missing
+        return [held[m] for m in range(first, first + n)]
 
     def _head(self, stream: Stream, start: float, k: int) -> SloCounts:
         """Counts over ``(start, (k+1)·chunk]`` inside the closed chunk ``k``.
@@ -177,7 +240,13 @@ class CountCache:
         if m <= 0:
             return self._read(stream, start, base + c)
         entry = self.minutes.get((stream, k))
-        if entry is None:
+        kept = self._chunk_minutes(stream, k) if entry is None else None
+        if kept is not None:
+            after = [SloCounts()] * (n + 1)
+            for j in range(n - 1, -1, -1):
+                after[j] = after[j + 1] + kept[j]
+            suffix = after
+        elif entry is None:
             groups: list[list[IntervalDelta]] = [[] for _ in range(n)]
             for d in self.source.intervals(stream[0], stream[1], base, base + c):
                 j = min(n - 1, max(0, math.ceil((d.end - base) / MINUTE_S) - 1))
@@ -196,12 +265,23 @@ class CountCache:
     def _load(self, stream: Stream, k0: int, k1: int) -> None:
         """Read chunks ``k0 .. k1-1`` in one go and cache each (empty ones too)."""
         c = self.chunk_s
+        cache = self.chunks.setdefault(stream, {})
+        while k1 > k0:  # the newest chunks, from the minutes the open region kept
+            kept = self._chunk_minutes(stream, k1 - 1)
+            if kept is None:
+                break
+            total = SloCounts()
+            for one in kept:
+                total = total + one
+            cache[k1 - 1] = total
+            k1 -= 1
+        if k1 <= k0:
+            return
         buckets: dict[int, list[IntervalDelta]] = {k: [] for k in range(k0, k1)}
         for d in self.source.intervals(stream[0], stream[1], k0 * c, k1 * c):
             k = math.ceil(d.end / c) - 1
             if k in buckets:
                 buckets[k].append(d)
-        cache = self.chunks.setdefault(stream, {})
         empty = SloCounts()  # most of a fresh history is chunks before the first delta
         for k, ds in buckets.items():
             cache[k] = delta_counts(ds, self.spec) if ds else empty
@@ -260,15 +340,15 @@ class CountCache:
         c = self.chunk_s
         a = math.ceil(start / c)
         b = min(math.floor(end / c), math.floor(closed_until / c))
-        if b - a < 1:
-            return self._read(stream, start, end), start
+        if b - a < 1:  # no whole closed chunk inside: kept minutes and the edges
+            return self._short(stream, start, end, closed_until), start
         budget = fill if fill is not None else [1 << 62]
         floor = self._floor(stream)
         if floor >= b:  # nothing before the open tail
-            return self._tail(stream, b * c, end), start
+            return self._tail(stream, b * c, end, closed_until), start
         lowest = max(a, floor)
         first = self._ensure(stream, lowest, b, budget)
-        total = self._tail(stream, b * c, end)
+        total = self._tail(stream, b * c, end, closed_until)
         chunks = self.chunks[stream]
         k = b
         while k > first:
@@ -298,6 +378,11 @@ class CountCache:
         for hours in self.hours.values():
             for h in [h for h in hours if h < oldest_hour]:
                 del hours[h]
+        # Minutes of the last two chunks stay: the 5-minute window's head is in them.
+        oldest_minute = math.floor((now - 2 * c) / MINUTE_S) - 1
+        for minutes in self.open_minutes.values():
+            for m in [m for m in minutes if m < oldest_minute]:
+                del minutes[m]
 
 
 def matches(
@@ -419,11 +504,13 @@ class SloTracker:
         ``end``) are read, never cached."""
         closed = end if closed_until is None else min(end, closed_until)
         out: list[SloStatus] = []
+        pace = Pacer(BACKGROUND_SHARE)  # leave the scrape loop its share of the interpreter
         with self._lock:
             for spec in self.specs:
                 cache = self._cache(spec)
                 cache.begin()
                 for key, members in self.fleets(spec, streams, labels_of).items():
+                    pace()
                     out.append(self._status(cache, spec, key, members, end, closed))
             keep = max((s.period_s for s in self.specs), default=0.0) + 86400.0
             for cache in self._caches.values():

@@ -347,8 +347,10 @@ def _fold(series: dict[str, _Series]) -> tuple[Histogram | None, int]:
         usable.append((layout, one.values, top, one.sum, one_count))
     if not usable:
         return None, bad
-    votes = Counter(layout[0] for layout, *_ in usable)
-    bounds = votes.most_common(1)[0][0]
+    bounds = usable[0][0][0]
+    if len(usable) > 1 and any(u[0][0] != bounds for u in usable):
+        votes = Counter(layout[0] for layout, *_ in usable)
+        bounds = votes.most_common(1)[0][0]
     counts = [0.0] * (len(bounds) + 1)
     total = count = 0.0
     for layout, values, top, one_sum, one_count in usable:

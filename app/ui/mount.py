@@ -24,6 +24,7 @@ from fastapi.responses import RedirectResponse
 from app.config import Settings
 from app.diagnose import DiagnosisConfig
 from app.fleet.tracker import SloTracker
+from app.pacing import Pacer
 from app.service import diagnosis_config
 from app.ui.alertfeed import AlertFeed, NoAlerts, StoreAlerts
 from app.ui.dashapp import build_dash
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 WARM_EVERY_S = 30.0
 WARM_RANGES_S = (21600.0, 86400.0)
 WARM_MAX_STREAMS = 50
+WARM_SHARE = 0.25
 
 
 class Warmer:
@@ -49,10 +51,12 @@ class Warmer:
 
     def warm_once(self) -> None:
         now = self.data.now()
+        pace = Pacer(WARM_SHARE)  # a nicety: it yields to the scrape loop and the alerts
         for target, model in self.data.source.streams()[:WARM_MAX_STREAMS]:
             for span in WARM_RANGES_S:
                 if self._stop.is_set():
                     return
+                pace()
                 self.data.timeline(target, model, now - span, now)
 
     def _run(self) -> None:

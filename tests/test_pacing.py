@@ -1,0 +1,48 @@
+"""The pacer keeps background work to its share of wall time."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.pacing import Pacer
+
+
+class FakeTime:
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        self.now += s
+
+
+def test_work_takes_its_share_of_wall_time() -> None:
+    t = FakeTime()
+    pace = Pacer(0.25, 0.019, sleep=t.sleep, clock=t.clock)
+    for _ in range(100):  # 100 items of 5 ms of work
+        t.now += 0.005
+        pace()
+    assert sum(t.sleeps) == pytest.approx(3 * 0.5, rel=0.05)  # 0.5 s of work at a quarter
+    assert all(s == pytest.approx(0.06) for s in t.sleeps)  # 4 items a slice, 3x that asleep
+
+
+def test_short_work_never_sleeps_and_a_full_share_never_does() -> None:
+    t = FakeTime()
+    pace = Pacer(0.5, 0.02, sleep=t.sleep, clock=t.clock)
+    for _ in range(3):
+        t.now += 0.001
+        pace()
+    assert t.sleeps == []
+    full = Pacer(1.0, 0.02, sleep=t.sleep, clock=t.clock)
+    t.now += 1.0
+    full()
+    assert t.sleeps == []
+
+
+def test_share_must_be_a_fraction() -> None:
+    with pytest.raises(ValueError):
+        Pacer(0.0)
