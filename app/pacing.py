@@ -15,10 +15,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-__all__ = ["BACKGROUND_SHARE", "Pacer"]
+__all__ = ["BACKGROUND_SHARE", "SLO_SHARE", "Pacer"]
 
 # The alert rounds and SLO evaluations: at most half the interpreter while they run.
 BACKGROUND_SHARE = 0.5
+# An SLO refresh in its own thread (a minute to do it in): a quarter.
+SLO_SHARE = 0.25
 
 
 class Pacer:

@@ -161,3 +161,21 @@ def test_closed_minutes_are_counted_once_not_read_every_evaluation() -> None:
     # to read its 60 deltas every time, and a closing chunk its 60 again.
     assert sum(reads) / len(reads) < 40
     assert max(reads) <= 60 + 4 * 12
+
+
+def test_a_background_refresh_serves_the_last_evaluation_meanwhile() -> None:
+    from app.alerts.inputs import SloInputs
+    from app.config import SloConfig
+
+    source = _source(5, 1800.0)
+    inputs = SloInputs(
+        source, [SPEC], SloConfig(), ui_base_url="http://ui", refresh_s=60.0, background=True
+    )
+    first = inputs.instances(900.0, source.streams(), {})  # the first one: computed now
+    stale = inputs.instances(960.0, source.streams(), {})  # refreshing in a thread
+    assert stale is first
+    assert inputs._refresh is not None
+    inputs._refresh.join(30)
+    fresh = inputs.instances(961.0, source.streams(), {})
+    assert fresh is not first and fresh  # the refreshed evaluation, at 960
+    assert inputs._last is not None and inputs._last[0] == 960.0

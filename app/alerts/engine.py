@@ -62,6 +62,7 @@ class AlertEngine:
         *,
         rules: Sequence[Rule] | None = None,
         slo_tracker: SloTracker | None = None,
+        background_slo: bool = False,
     ) -> None:
         self.settings = settings
         self.store = store
@@ -77,6 +78,7 @@ class AlertEngine:
             tracker=slo_tracker,
             retention_s=settings.storage.retention_days * 86400.0,
             refresh_s=settings.alerts.slo_evaluation_interval,
+            background=background_slo,
         )
         self.states: Mapping[str, TargetState] = states or {}
         self.rules = list(rules) if rules is not None else configured_rules(settings.alerts)

@@ -7,6 +7,7 @@ fields the same way. Pure: the caller passes the time and everything it read.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,7 @@ from app.fleet.queries import FleetView, fleet_view
 from app.fleet.slo import SloSpec, attainment, burn_rate, window_counts
 from app.fleet.tracker import DeltaSource, SloStatus, SloTracker
 from app.model import Window
+from app.pacing import BACKGROUND_SHARE, SLO_SHARE, Pacer
 from app.queries import window_to_dict
 
 __all__ = ["SloInputs", "diagnosis_config", "evaluate_stream", "slo_input", "target_input"]
@@ -152,8 +154,14 @@ class SloInputs:
         tracker: SloTracker | None = None,
         retention_s: float | None = None,
         refresh_s: float = 0.0,
+        background: bool = False,
     ) -> None:
         self.source = source
+        # ``background``: once a first evaluation exists, a stale one is refreshed in a
+        # thread of its own (paced to a quarter of the interpreter) while alert rounds go
+        # on with the last one, so a minute's burn rates never hold up a round or a scrape.
+        self.background = background
+        self._refresh: threading.Thread | None = None
         self.slo = slo
         # Burn windows are minutes to days long: evaluating them every ``refresh_s`` (not
         # every alert round) costs a fraction and moves a burn rate by little.
@@ -175,11 +183,36 @@ class SloInputs:
     ) -> list[Instance]:
         if not self.tracker.specs:
             return []
-        if self._last is not None and 0.0 <= end - self._last[0] < self.refresh_s:
-            return self._last[1]
-        statuses = self.tracker.evaluate(end, streams, labels_of, closed_until=closed_until)
+        last = self._last
+        if last is not None and 0.0 <= end - last[0] < self.refresh_s:
+            return last[1]
+        if self.background and last is not None:
+            if self._refresh is None or not self._refresh.is_alive():
+                self._refresh = threading.Thread(
+                    target=self._evaluate,
+                    args=(end, list(streams), dict(labels_of), closed_until),
+                    name="phasewatch-slo",
+                    daemon=True,
+                )
+                self._refresh.start()
+            return last[1]
+        return self._evaluate(end, streams, labels_of, closed_until)
+
+    def _evaluate(
+        self,
+        end: float,
+        streams: Sequence[tuple[str, str]],
+        labels_of: Mapping[str, Mapping[str, str]],
+        closed_until: float | None,
+    ) -> list[Instance]:
+        share = SLO_SHARE if self.background else BACKGROUND_SHARE
+        statuses = self.tracker.evaluate(
+            end, streams, labels_of, closed_until=closed_until, share=share
+        )
         out = []
+        pace = Pacer(share)
         for st in statuses:
+            pace()
             view = fleet_view(
                 self.source,
                 st.key,

@@ -47,7 +47,8 @@ class Alerting:
     ) -> None:
         cfg = settings.alerts
         self.settings = settings
-        self.engine = AlertEngine(settings, store, states)
+        # Live: SLO burn rates are refreshed beside the alert rounds, not inside them.
+        self.engine = AlertEngine(settings, store, states, background_slo=True)
         self.outbox = Outbox(store)
         self.client = httpx.AsyncClient(headers={"User-Agent": "phasewatch"})
         self._alerts_gauge: Gauge | None = None

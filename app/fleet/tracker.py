@@ -499,12 +499,13 @@ class SloTracker:
         labels_of: Mapping[str, Mapping[str, str]],
         *,
         closed_until: float | None = None,
+        share: float = BACKGROUND_SHARE,
     ) -> list[SloStatus]:
         """Every (SLO, fleet) at ``end``; chunks ending after ``closed_until`` (default
-        ``end``) are read, never cached."""
+        ``end``) are read, never cached. ``share``: of the interpreter (:mod:`app.pacing`)."""
         closed = end if closed_until is None else min(end, closed_until)
         out: list[SloStatus] = []
-        pace = Pacer(BACKGROUND_SHARE)  # leave the scrape loop its share of the interpreter
+        pace = Pacer(share)  # leave the scrape loop its share of the interpreter
         with self._lock:
             for spec in self.specs:
                 cache = self._cache(spec)
