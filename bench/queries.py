@@ -4,7 +4,10 @@ and the diagnosis itself.
 * ``windows_api_24h_*``: ``GET /api/v1/windows`` for one stream over 24 h of 5 s
   intervals (the day ``bench/ui.py`` builds: a 15-minute ``incident`` recording repeated
   96 times), 60 s windows every 60 s (1,440 windows), through the real app under uvicorn
-  and a real HTTP client; ``--runs`` requests, p50 and p95.
+  and a real HTTP client. ``first``: the first request, which decodes and windows the
+  whole day; then ``--runs`` requests of the same day, p50 and p95 — what a dashboard
+  refreshing that view gets: windows that can no longer change are kept encoded
+  (``app.queries.WindowCache``) and only the newest are computed.
 * ``overview_1000_*``: the overview's cards (``UiData.cards``: latest window, diagnosis
   and figures of every stream, worst first) for 1,000 targets with 10 minutes of data
   each, cold (first call) and warm (p95 of the later calls), and ``GET /api/v1/targets``.
