@@ -499,10 +499,10 @@ class _Template:
     """The layout of a page already parsed: read a page with the same layout in bulk.
 
     A target's page has the same lines every scrape; only sample values change. If every
-    line of a new page starts with the text before the value of the same line last time
-    (the heads, cut in C and compared as one digest: a template keeps 8 bytes rather than
-    the heads themselves), and its comment, blank and unparsable lines are unchanged,
-    then its samples are the old series with the new values: no lookup and no Python
+    line of a new page starts with the text before the value of the same line last time,
+    and its comment, blank and unparsable lines are unchanged (the heads and those whole
+    lines, cut in C and compared as one digest: a template keeps 8 bytes rather than the
+    text itself), then its samples are the old series with the new values: no lookup and no Python
     code per line. Lines of other prefixes are not looked at beyond their series
     text, as on the cached path.
     """
@@ -510,9 +510,6 @@ class _Template:
     __slots__ = (
         "cut",
         "errors",
-        "fixed",
-        "fixed_slices",
-        "fixed_tails",
         "has_created",
         "helps",
         "kept",
@@ -529,23 +526,26 @@ class _Template:
 
     def __init__(self, page: _Page, result: ParseResult) -> None:
         """Record the layout of the lines ``page`` parsed into ``result``."""
-        lengths = [len(key) + len(sep) for key, sep, _ in page.original]
-        self.lines = len(lengths)
-        self.heads = list(map(_slice_to, lengths))
-        self.skeleton = _skeleton(key + sep for key, sep, _ in page.original)
         entries = page.entries
         self.kept = [bool(entry) for entry in entries]
         # Lines that must not change: comments, blank and bad lines, and skipped lines
         # whose series text is not what decided they are skipped (no blank before a value).
+        # Their whole text goes into the digest; of the others, the text before the value.
         series = page.tables.series
-        self.fixed = [
+        fixed = [
             entry is None or (entry is _SKIP and series.get(key) is not _SKIP)
             for (key, _, _), entry in zip(page.original, entries, strict=True)
         ]
-        starts = list(map(_slice_from, lengths))
-        self.kept_slices = list(compress(starts, self.kept))
-        self.fixed_slices = list(compress(starts, self.fixed))
-        self.fixed_tails = list(compress(map(_VALUE, page.original), self.fixed))
+        lengths = [len(key) + len(sep) for key, sep, _ in page.original]
+        self.lines = len(lengths)
+        self.heads = [
+            _WHOLE if whole else _slice_to(n) for n, whole in zip(lengths, fixed, strict=True)
+        ]
+        self.skeleton = _skeleton(
+            key + sep + value if whole else key + sep
+            for (key, sep, value), whole in zip(page.original, fixed, strict=True)
+        )
+        self.kept_slices = list(compress(map(_slice_from, lengths), self.kept))
         kept = cast(list[Series], list(filter(None, entries)))
         self.names = [name for name, _ in kept]
         self.labels = [labels for _, labels in kept]
@@ -560,9 +560,6 @@ class _Template:
     def apply(self, lines: list[str]) -> ParseResult | None:
         """Parse ``lines`` if they have this layout; None if they do not."""
         if len(lines) != self.lines or _skeleton(map(getitem, lines, self.heads)) != self.skeleton:
-            return None
-        fixed = list(map(getitem, compress(lines, self.fixed), self.fixed_slices))
-        if fixed != self.fixed_tails:
             return None
         values = cast(list[str], list(map(getitem, compress(lines, self.kept), self.kept_slices)))
         try:
@@ -611,6 +608,7 @@ def _skeleton(heads: Iterable[str]) -> int:
 
 
 _SLICES: dict[tuple[int | None, int | None], slice] = {}
+_WHOLE = slice(None)
 
 
 def _probe(prefix: str | None, lines: list[str]) -> tuple[str | None, int, str]:
