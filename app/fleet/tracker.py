@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from app.fleet.aggregate import FleetKey, fleet_key
+from app.fleet.packed import PackedCounts
 from app.fleet.slo import (
     Budget,
     SloCounts,
@@ -116,8 +117,9 @@ class CountCache:
         self.source = source
         self.spec = spec
         self.chunk_s = chunk_s
-        self.chunks: dict[Stream, dict[int, SloCounts]] = {}
-        self.hours: dict[Stream, dict[int, SloCounts]] = {}
+        # Packed (``app.fleet.packed``): a day of chunks and a period of hours per stream.
+        self.chunks: dict[Stream, PackedCounts] = {}
+        self.hours: dict[Stream, PackedCounts] = {}
         # Head chunks: (generation last used, counts after each minute boundary).
         self.minutes: dict[tuple[Stream, int], tuple[int, list[SloCounts]]] = {}
         # The open region's counts, read once per evaluation: every window shares it.
@@ -126,6 +128,8 @@ class CountCache:
         # backfill may add older ones): the chunks before it are empty, and are neither
         # read nor kept — a month's budget of a young stream would be 8,640 of them.
         self.floors: dict[Stream, int] = {}
+        # Sums of runs of whole hours (``_hours_sum``), by the generation last used.
+        self.hour_runs: dict[tuple[Stream, int, int], tuple[int, SloCounts]] = {}
         # Closed minutes of the open region, per stream, until their chunk is cached.
         self.open_minutes: dict[Stream, dict[int, SloCounts]] = {}
         self.generation = 0
@@ -139,6 +143,8 @@ class CountCache:
         old = self.generation - 2
         for key in [k for k, (g, _) in self.minutes.items() if g < old]:
             del self.minutes[key]
+        for run in [k for k, (g, _) in self.hour_runs.items() if g < old]:
+            del self.hour_runs[run]
 
     def _floor(self, stream: Stream) -> int:
         """The chunk holding the stream's oldest delta; every chunk before it is empty
@@ -265,7 +271,7 @@ class CountCache:
     def _load(self, stream: Stream, k0: int, k1: int) -> None:
         """Read chunks ``k0 .. k1-1`` in one go and cache each (empty ones too)."""
         c = self.chunk_s
-        cache = self.chunks.setdefault(stream, {})
+        cache = self.chunks.setdefault(stream, PackedCounts())
         while k1 > k0:  # the newest chunks, from the minutes the open region kept
             kept = self._chunk_minutes(stream, k1 - 1)
             if kept is None:
@@ -290,8 +296,8 @@ class CountCache:
         """Make chunks ``k0..k1-1`` available (cached, or inside a cached hour), newest
         first, loading at most ``budget[0]`` of them; return the first available one
         (``k0`` unless the budget ran out)."""
-        cache = self.chunks.setdefault(stream, {})
-        hours = self.hours.setdefault(stream, {})
+        cache = self.chunks.setdefault(stream, PackedCounts())
+        hours = self.hours.setdefault(stream, PackedCounts())
 
         def have(k: int) -> bool:
             return k in cache or k // HOUR in hours
@@ -312,11 +318,38 @@ class CountCache:
             k = lo
         return k0
 
+    def _whole_hours(self, stream: Stream, h_hi: int, first: int) -> int:
+        """The lowest ``h`` such that hours ``h .. h_hi-1`` are whole, counted and at or
+        after chunk ``first``."""
+        h = h_hi
+        while (h - 1) * HOUR >= first:
+            hours = self.hours.get(stream)
+            if (hours is None or h - 1 not in hours) and self._hour(stream, h - 1) is None:
+                break
+            h -= 1
+        return h
+
+    def _hours_sum(self, stream: Stream, lo: int, hi: int) -> SloCounts:
+        """Hours ``lo .. hi-1`` summed, kept while some window still spans exactly them
+        (the budget's do for an hour): an evaluation adds one sum, not a month of hours."""
+        key = (stream, lo, hi)
+        got = self.hour_runs.get(key)
+        if got is None:
+            hours = self.hours[stream]
+            total = SloCounts()
+            for h in range(lo, hi):
+                total = total + hours[h]
+            got = (self.generation, total)
+        self.hour_runs[key] = (self.generation, got[1])
+        return got[1]
+
     def _hour(self, stream: Stream, h: int) -> SloCounts | None:
-        hours = self.hours.setdefault(stream, {})
+        hours = self.hours.setdefault(stream, PackedCounts())
         if h in hours:
             return hours[h]
-        chunks = self.chunks.get(stream, {})
+        chunks = self.chunks.get(stream)
+        if chunks is None:
+            return None
         parts = [chunks.get(k) for k in range(h * HOUR, (h + 1) * HOUR)]
         if any(p is None for p in parts):
             return None
@@ -353,10 +386,10 @@ class CountCache:
         k = b
         while k > first:
             if k % HOUR == 0 and k - HOUR >= first:
-                hour = self._hour(stream, k // HOUR - 1)
-                if hour is not None:
-                    total = total + hour
-                    k -= HOUR
+                lo = self._whole_hours(stream, k // HOUR, first)
+                if lo < k // HOUR:
+                    total = total + self._hours_sum(stream, lo, k // HOUR)
+                    k = lo * HOUR
                     continue
             if k - 1 not in chunks:  # pruned, its hour incomplete: read it again
                 self._load(stream, k - 1, k)
