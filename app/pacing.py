@@ -26,7 +26,7 @@ SLO_SHARE = 0.25
 class Pacer:
     """Call between items of background work; sleeps to keep the work's share."""
 
-    __slots__ = ("share", "slice_s", "_sleep", "_clock", "_start", "slept")
+    __slots__ = ("share", "slice_s", "_sleep", "_clock", "_start")
 
     def __init__(
         self,
@@ -43,13 +43,10 @@ class Pacer:
         self._sleep = sleep
         self._clock = clock
         self._start = clock()
-        self.slept = 0.0
 
     def __call__(self) -> None:
         worked = self._clock() - self._start
         if worked >= self.slice_s:
             if self.share < 1:
-                pause = worked * (1 - self.share) / self.share
-                self._sleep(pause)
-                self.slept += pause
+                self._sleep(worked * (1 - self.share) / self.share)
             self._start = self._clock()

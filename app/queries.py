@@ -184,8 +184,12 @@ class WindowCache:
             held = dict(self._held.get(key, {}))
         fresh: dict[float, bytes] = {}
         todo = [e for e in ends if e not in held]
+        i = 0
         for lo, hi in grid_runs(todo, step):
-            run = [e for e in todo if lo <= e <= hi]
+            j = i
+            while j < len(todo) and todo[j] <= hi:
+                j += 1
+            run, i = todo[i:j], j
             ws = _windows_from(
                 store, target, model_name, first_end=lo, end=hi, length=length, step=step
             )

@@ -214,10 +214,7 @@ class CountCache:
             for m, ds in groups.items():
                 if m not in held:
                     held[m] = delta_counts(ds, self.spec) if ds else SloCounts()
-        total = SloCounts()
-        for m in range(m0, m1):
-            total = total + held[m]
-        return total
+        return _total(held[m] for m in range(m0, m1))
 
     def _chunk_minutes(self, stream: Stream, k: int) -> list[SloCounts] | None:
         """The counts of each minute of the closed chunk ``k`` when the open region kept
@@ -246,21 +243,17 @@ class CountCache:
         if m <= 0:
             return self._read(stream, start, base + c)
         entry = self.minutes.get((stream, k))
-        kept = self._chunk_minutes(stream, k) if entry is None else None
-        if kept is not None:
-            after = [SloCounts()] * (n + 1)
+        if entry is None:
+            per_minute = self._chunk_minutes(stream, k)
+            if per_minute is None:
+                groups: list[list[IntervalDelta]] = [[] for _ in range(n)]
+                for d in self.source.intervals(stream[0], stream[1], base, base + c):
+                    j = min(n - 1, max(0, math.ceil((d.end - base) / MINUTE_S) - 1))
+                    groups[j].append(d)
+                per_minute = [delta_counts(g, self.spec) for g in groups]
+            suffix = [SloCounts()] * (n + 1)
             for j in range(n - 1, -1, -1):
-                after[j] = after[j + 1] + kept[j]
-            suffix = after
-        elif entry is None:
-            groups: list[list[IntervalDelta]] = [[] for _ in range(n)]
-            for d in self.source.intervals(stream[0], stream[1], base, base + c):
-                j = min(n - 1, max(0, math.ceil((d.end - base) / MINUTE_S) - 1))
-                groups[j].append(d)
-            after = [SloCounts()] * (n + 1)
-            for j in range(n - 1, -1, -1):
-                after[j] = after[j + 1] + delta_counts(groups[j], self.spec)
-            suffix = after
+                suffix[j] = suffix[j + 1] + per_minute[j]
         else:
             suffix = entry[1]
         self.minutes[(stream, k)] = (self.generation, suffix)
@@ -276,10 +269,7 @@ class CountCache:
             kept = self._chunk_minutes(stream, k1 - 1)
             if kept is None:
                 break
-            total = SloCounts()
-            for one in kept:
-                total = total + one
-            cache[k1 - 1] = total
+            cache[k1 - 1] = _total(kept)
             k1 -= 1
         if k1 <= k0:
             return
@@ -336,10 +326,7 @@ class CountCache:
         got = self.hour_runs.get(key)
         if got is None:
             hours = self.hours[stream]
-            total = SloCounts()
-            for h in range(lo, hi):
-                total = total + hours[h]
-            got = (self.generation, total)
+            got = (self.generation, _total(hours[h] for h in range(lo, hi)))
         self.hour_runs[key] = (self.generation, got[1])
         return got[1]
 
@@ -353,10 +340,7 @@ class CountCache:
         parts = [chunks.get(k) for k in range(h * HOUR, (h + 1) * HOUR)]
         if any(p is None for p in parts):
             return None
-        total = SloCounts()
-        for p in parts:
-            total = total + p  # type: ignore[operator]
-        hours[h] = total
+        total = hours[h] = _total(p for p in parts if p is not None)
         return total
 
     def range(
@@ -416,6 +400,14 @@ class CountCache:
         for minutes in self.open_minutes.values():
             for m in [m for m in minutes if m < oldest_minute]:
                 del minutes[m]
+
+
+def _total(counts: Iterable[SloCounts]) -> SloCounts:
+    """The sum of some counts (``SloCounts()`` for none)."""
+    total = SloCounts()
+    for c in counts:
+        total = total + c
+    return total
 
 
 def matches(
