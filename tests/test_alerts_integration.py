@@ -27,6 +27,7 @@ from app.config import Settings, load_settings
 from app.service import Service
 from tests.pages import page
 from tests.realbins import free_port, require_binary, running, wait_http
+from tests.test_e2e import wait_rounds
 
 RULES = """
 rules:
@@ -238,7 +239,7 @@ alerts:
     try:
         wait_http(f"http://127.0.0.1:{api_port}/healthz", timeout=60)
         wait_for(lambda: hook.bodies, what="delivery after restart")
-        time.sleep(2.0)  # several evaluation and send rounds: nothing is sent twice
+        wait_rounds(f"http://127.0.0.1:{api_port}")  # nothing is sent twice
         history = httpx.get(api + "/alerts/history").json()
         counts = outbox()
     finally:

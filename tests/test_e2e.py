@@ -91,6 +91,24 @@ def wait_for(pred, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-de
     raise AssertionError("condition not met in time")
 
 
+def wait_rounds(base_url: str, n: int = 3, timeout: float = 60.0) -> None:
+    """Wait until the service has finished ``n`` more alert evaluations and ``n`` more
+    outbox send rounds: what "nothing more happens" checks wait on, instead of a sleep
+    that a busy machine can outrun."""
+
+    def rounds() -> tuple[int, int]:
+        body = httpx.get(base_url + "/healthz", timeout=10).json()
+        return int(body["evaluations"]), int(body["send_rounds"])
+
+    ev0, send0 = rounds()
+
+    def done() -> bool:
+        ev, send = rounds()
+        return ev >= ev0 + n and send >= send0 + n
+
+    wait_for(done, timeout=timeout)
+
+
 def test_service_scrapes_and_api_returns_hand_computed_quantiles(
     vllm: PageServer, tmp_path: Path
 ) -> None:
@@ -111,8 +129,15 @@ def test_service_scrapes_and_api_returns_hand_computed_quantiles(
     svc = ServiceThread(create_app(settings))
     try:
         wait_for(lambda: vllm.n >= 6)
-        time.sleep(0.3)
         base = svc.url
+
+        def every_target_scraped() -> bool:
+            rows = httpx.get(base + "/api/v1/targets").json()
+            return all(t["last_scrape"] is not None for t in rows) and any(
+                t["name"] == "good" and t["up"] for t in rows
+            )
+
+        wait_for(every_target_scraped)
         targets = {t["name"]: t for t in httpx.get(base + "/api/v1/targets").json()}
         assert targets["good"]["up"] is True and targets["good"]["last_error"] is None
         assert targets["html"]["up"] is False

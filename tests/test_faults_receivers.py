@@ -18,7 +18,7 @@ from app.config import ReceiversConfig, load_settings
 from app.main import create_app
 from app.store.sqlite import Store
 from tests.faults import FaultServer
-from tests.test_e2e import ServiceThread, wait_for
+from tests.test_e2e import ServiceThread, wait_for, wait_rounds
 from tests.test_faults_store import assert_ui_serves
 
 SEND_TIMEOUT = 0.3
@@ -175,7 +175,7 @@ def test_service_shows_receiver_faults_keeps_serving_and_delivers_once_healed(
             hooks.listen()
             wait_for(lambda: components()["status"] == "ok")
             assert components()["outbox"] == {"backlog": 0, "oldest_undelivered_age_s": None}
-            time.sleep(1.0)  # more evaluation and send rounds: nothing more to send
+            wait_rounds(svc.url)  # more evaluation and send rounds: nothing more to send
         finally:
             svc.close()
         (hook,) = hooks.route("/hook").bodies

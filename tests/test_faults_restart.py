@@ -33,6 +33,7 @@ from app.store.sqlite import Store
 from tests.faults import FaultServer
 from tests.realbins import free_port, wait_http
 from tests.test_alerts_integration import RULES, _serve, wait_for
+from tests.test_e2e import wait_rounds
 
 KILLS = 4
 OK_TARGETS = ("ok-0", "ok-1", "ok-2")
@@ -137,7 +138,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_sends_within_at_least_once(
                 return not firing("flap") and not any(r.get("pending") for r in rows.values())
 
             wait_for(settled, timeout=15, what="the flapping alert resolved and sent")
-            time.sleep(1.0)  # several evaluation and send rounds: nothing more goes out
+            wait_rounds(f"http://127.0.0.1:{api_port}")  # nothing more goes out
             (after,) = firing("down")
             history = get("/alerts/history", target="down", start=t_first - 1)
             again = get("/windows", target="ok-0", start=t_first, end=t_served, window=1, step=1)

@@ -108,6 +108,27 @@ def test_a_failed_commit_does_not_leave_the_connection_inside_a_transaction(
     other.close()
     with store.transaction() as conn:  # would fail if the last one were still open
         conn.execute("INSERT INTO silences VALUES ('x', '[]', 0, 1, 'a', 'b')")
+    assert store.health().error_kind == "busy"  # the round itself is not written yet
+    store.write_round([rec], [], [])
+    assert store.health().ok
+    store.close()
+
+
+def test_a_small_write_that_fits_does_not_hide_failing_rounds(tmp_path: Path) -> None:
+    """On a full disk a small update can still fit in a free page; the store stays
+    degraded until a scrape round is written again."""
+    store = Store(tmp_path / "pw.db")
+    store.write_round([], big_round(0), [])
+    full(store, True)
+    with pytest.raises(sqlite3.Error):
+        for i in range(1, 20):
+            store.write_round([], big_round(i), [])
+    with store.transaction("outbox") as conn:  # fits: no new page needed
+        conn.execute("DELETE FROM silences")
+    health = store.health()
+    assert not health.ok and health.error_kind == "full"
+    full(store, False)
+    store.write_round([], big_round(99), [])
     assert store.health().ok
     store.close()
 

@@ -104,8 +104,21 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         ]
         with prometheus(tmp, scrape=scrape) as url:
             assert lock.done.wait(60), f"Prometheus scraped only {len(lock.pages)} pages"
-            time.sleep(0.2)  # the last page's samples are committed with its scrape
+            wait_committed(url, host)  # the last page's samples are committed after its scrape
             yield asyncio.run(_read_all(url, lock, host))
+
+
+def wait_committed(url: str, host: str, timeout: float = 30.0) -> None:
+    """Wait until Prometheus answers queries with every page's samples."""
+    query = f'count_over_time(vllm:num_requests_running{{instance="{host}"}}[10m])'
+    deadline = time.monotonic() + timeout
+    while True:
+        got = httpx.get(url + "/api/v1/query", params={"query": query}, timeout=10).json()
+        counts = [float(r["value"][1]) for r in got["data"]["result"]]
+        if counts and min(counts) >= PAGES:
+            return
+        assert time.monotonic() < deadline, f"Prometheus committed {counts} of {PAGES} pages"
+        time.sleep(0.1)
 
 
 def _rel(a: float, b: float) -> float:

@@ -29,7 +29,6 @@ def fleet() -> Iterator[tuple[SimHTTPServer, str]]:
 def test_single_replica_serves_metrics_in_text_format(tmp_path: Path) -> None:
     server, thread, url = start_server("healthy", port=0, speed=20.0)
     try:
-        time.sleep(0.3)
         r = httpx.get(f"{url}/metrics")
         assert r.status_code == 200
         assert r.headers["content-type"] == CONTENT_TYPE
@@ -48,8 +47,10 @@ def test_replicas_have_their_own_pages_and_advance_with_the_clock(
     assert httpx.get(f"{url}/metrics").status_code == 404
     assert httpx.get(f"{url}/replica/3/metrics").status_code == 404
     first = httpx.get(f"{url}/replica/2/metrics").text
-    time.sleep(0.4)
-    second = httpx.get(f"{url}/replica/2/metrics").text
+    second = first
+    deadline = time.monotonic() + 30
+    while second == first and time.monotonic() < deadline:  # the clock advances the page
+        second = httpx.get(f"{url}/replica/2/metrics").text
     assert first != second
     other = httpx.get(f"{url}/replica/0/metrics").text
     assert other != second  # seeds differ per replica
@@ -57,9 +58,11 @@ def test_replicas_have_their_own_pages_and_advance_with_the_clock(
 
 def test_truth_endpoint_returns_json_lines(fleet: tuple[SimHTTPServer, str]) -> None:
     _, url = fleet
-    time.sleep(0.5)  # 25 sim seconds at speed 50
-    r = httpx.get(f"{url}/replica/1/truth")
-    rows = [json.loads(line) for line in r.text.splitlines()]
+    rows: list[dict[str, object]] = []
+    deadline = time.monotonic() + 30
+    while not rows and time.monotonic() < deadline:  # the first 5 s window to close
+        r = httpx.get(f"{url}/replica/1/truth")
+        rows = [json.loads(line) for line in r.text.splitlines()]
     assert rows and rows[0]["class"] in ("healthy", "decode_bound")
     assert rows[0]["t1"] - rows[0]["t0"] == 5.0
 

@@ -42,7 +42,7 @@ class AlertStore:
     ) -> None:
         """Replace the state, append the history, enqueue the notifications — atomically."""
         gone = [(fp,) for fp in previous if fp not in alerts]
-        with self.store.transaction() as conn:
+        with self.store.transaction("alert_history") as conn:
             conn.executemany("DELETE FROM alert_state WHERE fingerprint = ?", gone)
             conn.executemany(
                 "INSERT OR REPLACE INTO alert_state VALUES (?, ?)",

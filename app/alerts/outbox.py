@@ -112,7 +112,7 @@ class Outbox:
         )
 
     def add(self, rows: Iterable[NewRow], now: float) -> None:
-        with self.store.transaction() as conn:
+        with self.store.transaction("outbox") as conn:
             self.write(conn, rows, now)
 
     def undelivered(self, receiver: str | None = None) -> list[OutboxRow]:
@@ -129,7 +129,7 @@ class Outbox:
     ) -> None:
         """Mark rows done: ``sent``, ``rejected`` (4xx), ``superseded`` or ``expired``."""
         tried = 1 if outcome in ("sent", "rejected") else 0
-        with self.store.transaction() as conn:
+        with self.store.transaction("outbox") as conn:
             conn.executemany(
                 "UPDATE outbox SET delivered = ?, outcome = ?, attempts = attempts + ?, "
                 "last_error = COALESCE(?, last_error) WHERE id = ?",
@@ -137,7 +137,7 @@ class Outbox:
             )
 
     def retry(self, ids: Sequence[int], next_attempt: float, error: str) -> None:
-        with self.store.transaction() as conn:
+        with self.store.transaction("outbox") as conn:
             conn.executemany(
                 "UPDATE outbox SET attempts = attempts + 1, next_attempt = ?, last_error = ? "
                 "WHERE id = ?",

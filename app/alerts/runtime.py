@@ -50,6 +50,9 @@ class Alerting:
         # Live: SLO burn rates are refreshed beside the alert rounds, not inside them.
         self.engine = AlertEngine(settings, store, states, background_slo=True)
         self.outbox = Outbox(store)
+        # Rounds finished (saved or not): liveness of the two jobs, shown by /healthz.
+        self.evaluations = 0
+        self.send_rounds = 0
         self.client = httpx.AsyncClient(headers={"User-Agent": "phasewatch"})
         self._alerts_gauge: Gauge | None = None
         self._sent: Counter | None = None
@@ -81,6 +84,12 @@ class Alerting:
     async def evaluate_job(self) -> None:
         """One evaluation round, off the event loop."""
         try:
+            await self._evaluate()
+        finally:
+            self.evaluations += 1
+
+    async def _evaluate(self) -> None:
+        try:
             await asyncio.to_thread(self.engine.evaluate_once, time.time())
         except asyncio.CancelledError:
             # Stopping: the round saves in one transaction, so it either saved or not.
@@ -100,6 +109,12 @@ class Alerting:
 
     async def send_job(self) -> None:
         """Deliver what is due in the outbox."""
+        try:
+            await self._send()
+        finally:
+            self.send_rounds += 1
+
+    async def _send(self) -> None:
         try:
             await self.sender.run_once()
         except asyncio.CancelledError:

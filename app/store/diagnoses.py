@@ -61,7 +61,7 @@ class DiagnosisStore:
         items = [(self.store.stream_id(r.target, r.model_name), r) for r in rows]
         if not items:
             return
-        with self.store.transaction() as conn:
+        with self.store.transaction("diagnoses") as conn:
             conn.executemany(
                 "INSERT OR REPLACE INTO diagnoses VALUES (?,?,?,?,?)",
                 [(sid, r.end, r.start, r.cls, _encode(r.payload)) for sid, r in items],

@@ -6,7 +6,11 @@ Schema changes are numbered migrations applied in order and recorded in
 
 A failed write raises the ``sqlite3.Error`` it got (the transaction rolled back) and is
 remembered for :meth:`Store.health` with its kind (:func:`error_kind`: ``read_only``,
-``full``, ``busy``, ``io``, ``corrupt``, ``other``) until a later write succeeds.
+``full``, ``busy``, ``io``, ``corrupt``, ``other``) until a later write *of the same
+writer* succeeds, or a scrape round (the heaviest and most frequent write) does. Writers
+are named (``rounds``, ``outbox``, ``diagnoses``…): on a full disk a small update may
+still fit in a free page while the scrape rounds keep failing, and that must not make the
+store look healthy.
 """
 
 from __future__ import annotations
@@ -194,8 +198,8 @@ class Store:
         self._layouts: dict[tuple[float, ...], int] = {}
         self._bounds: dict[int, tuple[float, ...]] = {}
         self._streams: dict[tuple[str, str], int] = {}
-        self._last_ok: float | None = None
-        self._last_error: tuple[float, str, str] | None = None  # (at, kind, message)
+        self._last_ok: dict[str, float] = {}  # writer -> time of its last commit
+        self._last_error: dict[str, tuple[float, str, str]] = {}  # writer -> (at, kind, msg)
         self._failed_writes = 0
         self._load_caches()
 
@@ -250,7 +254,7 @@ class Store:
         return sid
 
     # -- write health -----------------------------------------------------------------------
-    def _rollback(self, exc: BaseException) -> None:
+    def _rollback(self, exc: BaseException, writer: str) -> None:
         """Roll back after a failed write (under the lock) and remember a store error.
 
         SQLite rolls back by itself after some errors (``SQLITE_FULL``, ``SQLITE_IOERR``…);
@@ -260,38 +264,49 @@ class Store:
             self._db.execute("ROLLBACK")
         if isinstance(exc, sqlite3.Error):
             self._failed_writes += 1
-            self._last_error = (time.time(), error_kind(exc), str(exc)[:300])
+            self._last_error[writer] = (time.time(), error_kind(exc), str(exc)[:300])
 
-    def _wrote(self) -> None:
-        self._last_ok = time.time()
+    def _wrote(self, writer: str) -> None:
+        self._last_ok[writer] = time.time()
 
     def health(self) -> StoreHealth:
-        """The write path's health: ok unless the latest write failed."""
+        """The write path's health: ok unless some writer's latest write failed and no
+        scrape round has been written since."""
         with self._lock:
-            err, last_ok = self._last_error, self._last_ok
-            ok = err is None or (last_ok is not None and last_ok >= err[0])
+            rounds_ok = self._last_ok.get("rounds", -1.0)
+            failing = sorted(
+                (
+                    err
+                    for w, err in self._last_error.items()
+                    if max(self._last_ok.get(w, -1.0), rounds_ok) < err[0]
+                ),
+                reverse=True,
+            )
+            latest = max(self._last_error.values(), default=None)
+            err = failing[0] if failing else latest
             return StoreHealth(
-                ok=ok,
-                error_kind=None if ok or err is None else err[1],
+                ok=not failing,
+                error_kind=failing[0][1] if failing else None,
                 last_error=None if err is None else err[2],
                 last_error_at=None if err is None else err[0],
-                last_write_ok=last_ok,
+                last_write_ok=max(self._last_ok.values(), default=None),
                 failed_writes=self._failed_writes,
             )
 
     # -- generic access for the repositories of other aggregates ----------------------------
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """Run statements in one transaction under the store's lock (commit or roll back)."""
+    def transaction(self, writer: str = "other") -> Iterator[sqlite3.Connection]:
+        """Run statements in one transaction under the store's lock (commit or roll back);
+        ``writer`` names the kind of write for :meth:`health`."""
         with self._lock:
             self._db.execute("BEGIN")
             try:
                 yield self._db
                 self._db.execute("COMMIT")
             except BaseException as exc:
-                self._rollback(exc)
+                self._rollback(exc, writer)
                 raise
-            self._wrote()
+            self._wrote(writer)
 
     def fetchall(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         """Run a read query under the store's lock."""
@@ -343,11 +358,11 @@ class Store:
                 )
                 self._db.execute("COMMIT")
             except BaseException as exc:
-                self._rollback(exc)
+                self._rollback(exc, "rounds")
                 raise
             self._writes += 1
             self._recent.add(deltas)
-            self._wrote()
+            self._wrote("rounds")
 
     def enforce_retention(self, now: float, retention_s: float) -> int:
         """Drop intervals and scrape rows older than the retention; return rows removed."""
@@ -368,9 +383,9 @@ class Store:
                     "DELETE FROM outbox WHERE delivered IS NOT NULL AND delivered < ?", (cutoff,)
                 )
             except sqlite3.Error as exc:
-                self._rollback(exc)
+                self._rollback(exc, "retention")
                 raise
-            self._wrote()
+            self._wrote("retention")
             return removed + int(cur.rowcount)
 
     # -- reads ----------------------------------------------------------------------------

@@ -15,11 +15,14 @@ router = APIRouter()
 
 @router.get("/healthz", tags=["health"])
 def healthz(service: ServiceDep) -> dict[str, Any]:
-    """Liveness: the process answers and its scheduler runs."""
+    """Liveness: the process answers and its scheduler runs; the rounds each job has
+    finished so far (scrape, alert evaluation, outbox send)."""
     return {
         "status": "ok" if service.scheduler.running else "starting",
         "targets": len(service.collector.states),
         "rounds": service.collector.rounds,
+        "evaluations": service.alerting.evaluations,
+        "send_rounds": service.alerting.send_rounds,
         "schema_version": service.store.schema_version,
         "components": service.components(time.time())["status"],
     }
