@@ -7,6 +7,14 @@ the store, so deltas resume correctly after a restart and a failed scrape loses 
 full) loses nothing either: the baselines go back to the last stored snapshots, so the
 next written delta covers the gap, and the round's scrape records wait for that write
 (at most ``MAX_UNWRITTEN``).
+
+A page used with something left out (``PARTIAL_KINDS``: new streams past the caps of
+``app.scrape.admission``, signals with invalid values or conflicting duplicate series,
+``app.scrape.normalize``) is an ok scrape: the target is up, its record names the first
+problem (``error_kind``, ``error``) and ``TargetState.problems`` all of them. A counter or
+histogram left out of a scrape keeps its previous value as the baseline, so the next
+delta covers the gap as after a failed scrape; one that has no previous value has no
+baseline, and its next value starts one (it is not counted from zero).
 """
 
 from __future__ import annotations
@@ -15,12 +23,13 @@ import asyncio
 import logging
 import sqlite3
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import httpx
 
 from app.config import Settings, TargetConfig
-from app.model import ErrorKind, IntervalDelta, Snapshot, StreamSnapshot
+from app.model import PARTIAL_KINDS, ErrorKind, IntervalDelta, Snapshot, StreamSnapshot
+from app.scrape.admission import StreamAdmission
 from app.scrape.client import ClientPool, FetchResult, fetch, read_file
 from app.scrape.normalize import normalize
 from app.scrape.parse import LabelCache, looks_like_prometheus, parse
@@ -46,6 +55,8 @@ class TargetState:
     last_snapshot_ts: float | None = None
     metrics_disabled: bool = False
     streams: dict[str, StreamSnapshot] = field(default_factory=dict)
+    # Kinds of what the last scrape left out (``PARTIAL_KINDS``), first one first.
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -66,11 +77,16 @@ def process(
     *,
     max_series: int | None = None,
     cache: LabelCache | None = None,
+    admission: StreamAdmission | None = None,
 ) -> Outcome:
-    """Turn a fetch result into a scrape record, a snapshot and interval deltas."""
+    """Turn a fetch result into a scrape record, a snapshot and interval deltas.
+
+    ``admission``: the stream caps new streams must fit under (none: every stream).
+    """
     name = state.config.name
 
     def failed(kind: ErrorKind, msg: str, parse_errors: int = 0) -> Outcome:
+        state.problems = ()
         rec = ScrapeRecord(
             name, now, False, kind.value, msg, result.duration, result.nbytes, parse_errors
         )
@@ -92,6 +108,8 @@ def process(
         # back next time as phantom increases. Keep the last good snapshot instead.
         return failed(ErrorKind.TRUNCATED, "the page ends in the middle of a line", parsed.errors)
     snap = normalize(parsed, target=name, ts=now)
+    if admission is not None:
+        snap = admission.admit(snap)
     deltas: list[IntervalDelta] = []
     changed: list[str] = []
     prev = state.last_ok
@@ -100,9 +118,11 @@ def process(
             prev_stream = prev.streams.get(model)
             if prev_stream is not None:
                 changed.extend(layout_changed(prev_stream, cur_stream))
-        deltas = snapshot_deltas(prev, snap)
+        deltas = [_based(d, prev.streams.get(d.model_name)) for d in snapshot_deltas(prev, snap)]
+    snap = _carried(snap, prev)
     state.last_ok = snap
     state.metrics_disabled = snap.metrics_disabled
+    state.problems = tuple(p.kind.value for p in snap.problems)
     if snap.metrics_disabled:
         rec = ScrapeRecord(
             name,
@@ -126,10 +146,62 @@ def process(
             parsed.errors,
         )
     else:
+        first = snap.problems[0] if snap.problems else None
         rec = ScrapeRecord(
-            name, now, True, None, None, result.duration, result.nbytes, parsed.errors
+            name,
+            now,
+            True,
+            None if first is None else first.kind.value,
+            None if first is None else "; ".join(_problem_texts(snap)),
+            result.duration,
+            result.nbytes,
+            parsed.errors,
         )
     return Outcome(rec, snap, deltas, result.started)
+
+
+def _problem_texts(snap: Snapshot) -> list[str]:
+    """The first problem's detail, then ``kind: detail`` of the others (a record's
+    ``error`` is shown after its kind)."""
+    first, *others = snap.problems
+    return [first.detail, *(f"{p.kind.value}: {p.detail}" for p in others)]
+
+
+def _carried(snap: Snapshot, prev: Snapshot | None) -> Snapshot:
+    """``snap`` with the previous value of each counter and histogram it withheld: the
+    baseline of the next delta, which then covers this scrape too."""
+    if prev is None or not any(s.withheld for s in snap.streams.values()):
+        return snap
+    streams = dict(snap.streams)
+    for model, stream in snap.streams.items():
+        before = prev.streams.get(model)
+        if not stream.withheld or before is None:
+            continue
+        hists = {k: before.histograms[k] for k in stream.withheld if k in before.histograms}
+        counts = {k: before.counters[k] for k in stream.withheld if k in before.counters}
+        if hists or counts:
+            streams[model] = replace(
+                stream,
+                histograms={**stream.histograms, **hists},
+                counters={**stream.counters, **counts},
+                missing=tuple(m for m in stream.missing if m not in hists and m not in counts),
+            )
+    return replace(snap, streams=streams)
+
+
+def _based(delta: IntervalDelta, before: StreamSnapshot | None) -> IntervalDelta:
+    """``delta`` without the counters and histograms that had no baseline: withheld from
+    the previous scrape with no value to carry (their value now is not an increase)."""
+    if before is None or not before.withheld:
+        return delta
+    unbased = set(before.withheld) - before.histograms.keys() - before.counters.keys()
+    if not unbased & (delta.histograms.keys() | delta.counters.keys()):
+        return delta
+    return replace(
+        delta,
+        histograms={k: v for k, v in delta.histograms.items() if k not in unbased},
+        counters={k: v for k, v in delta.counters.items() if k not in unbased},
+    )
 
 
 class Collector:
@@ -148,6 +220,9 @@ class Collector:
         self.parse_cache = LabelCache(
             max_templates=len(self.states) + TEMPLATE_SLACK, eager_templates=True
         )
+        self.admission = StreamAdmission(
+            settings.scrape.max_streams_per_target, settings.scrape.max_streams
+        )
         self._sem = asyncio.Semaphore(settings.scrape.concurrency)
         self.rounds = 0
         self.outcomes: dict[str, int] = {}
@@ -159,10 +234,16 @@ class Collector:
             state = self.states.get(target)
             if state is not None:
                 state.last_ok = Snapshot(target=target, ts=ts, streams=streams)
+                self.admission.know(target, streams)
+        for target, model in self.store.streams():
+            if target in self.states:
+                self.admission.know(target, (model,))
         for target, rec in self.store.last_scrapes().items():
             state = self.states.get(target)
             if state is not None:
                 state.last_record = rec
+                if rec.ok and rec.error_kind in PARTIAL_KINDS:
+                    state.problems = (rec.error_kind,)  # the others are not stored
 
     async def _fetch(self, target: TargetConfig) -> FetchResult:
         cfg = self.settings.scrape
@@ -184,6 +265,7 @@ class Collector:
                 ts,
                 max_series=self.settings.scrape.max_series,
                 cache=self.parse_cache,
+                admission=self.admission,
             )
         except Exception as exc:  # a parser bug must not stop the other targets
             log.exception("processing %s failed", state.config.name)

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
+import httpx
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -23,11 +23,25 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from app import safeyaml
+
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
 
 class ConfigError(ValueError):
     """A configuration that cannot be used; the message names the field."""
+
+
+def _parsable_url(v: str) -> str:
+    """``v`` if the HTTP client can use it: a valid host and a port in 1-65535 (checked
+    here, so a bad URL is a config error and not an exception in every scrape round)."""
+    try:
+        port = httpx.URL(v).port
+    except httpx.InvalidURL as exc:
+        raise ValueError(f"not a usable URL: {exc}") from None
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"port {port} is not in 1-65535")
+    return v
 
 
 class _Strict(BaseModel):
@@ -53,7 +67,7 @@ class TargetConfig(_Strict):
     def _url_ok(cls, v: str) -> str:
         if not re.match(r"^(https?://[^\s/]+.*|file://.+)$", v):
             raise ValueError("must be an http(s):// URL")
-        return v
+        return _parsable_url(v) if v.startswith("http") else v
 
 
 class ScrapeConfig(_Strict):
@@ -63,6 +77,12 @@ class ScrapeConfig(_Strict):
     concurrency: int = Field(1024, ge=1, le=10_000, description="scrapes in flight at once")
     max_series: int = Field(
         20_000, ge=1, description="a page with more vllm: samples is refused (too_many_series)"
+    )
+    max_streams_per_target: int = Field(
+        64, ge=1, description="new model_name streams past this many per target are refused"
+    )
+    max_streams: int = Field(
+        20_000, ge=1, description="new streams past this many over all targets are refused"
     )
 
 
@@ -158,7 +178,7 @@ class SourceConfig(_Strict):
     def _http_url(cls, v: str | None) -> str | None:
         if v is not None and not re.match(r"^https?://[^\s/]+", v):
             raise ValueError("must be an http(s):// URL")
-        return None if v is None else v.rstrip("/")
+        return None if v is None else _parsable_url(v).rstrip("/")
 
     @field_validator("selector")
     @classmethod
@@ -196,6 +216,7 @@ class ReceiversConfig(_Strict):
         for url in v:
             if not _HTTP_URL_RE.match(url):
                 raise ValueError("each receiver must be an http(s):// URL")
+            _parsable_url(url)
         return v
 
 
@@ -410,11 +431,11 @@ def load_settings(
     if path is not None:
         source = str(path)
         try:
-            raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+            raw = safeyaml.load(Path(path).read_text(encoding="utf-8"), str(path))
         except OSError as exc:
             raise ConfigError(f"config error: cannot read {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"config error in {path}: not valid YAML: {exc}") from exc
+        except safeyaml.YamlError as exc:  # one line: FILE:LINE:COLUMN: not valid YAML: …
+            raise ConfigError(f"config error in {exc}") from None
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):

@@ -1,4 +1,11 @@
-"""Logging set-up: level, plain or JSON lines, and secrets scrubbed from every record."""
+"""Logging set-up: level, plain or JSON lines, and secrets scrubbed from every record.
+
+Every record is one line, whatever it carries: JSON lines escape as JSON does (and the
+C1 controls and U+2028/U+2029, which some readers take for line breaks); plain text
+writes a control character as ``\\n``, ``\\r``, ``\\t`` or ``\\xNN``, a traceback
+included, so a newline in a scraped label value cannot forge a second record.
+uvicorn's loggers go through the same handler, filter and format as phasewatch's own.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,31 @@ import json
 import logging
 import re
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TextIO
+
+from app.redact import redact_url, url_secrets
 
 _SECRET_KEY = re.compile(r"token|password|secret|webhook|receivers|authorization", re.I)
+# Shorter strings would scrub ordinary words from every line.
+_MIN_SECRET = 6
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
+PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+
+# C0 controls, DEL, C1 controls and the Unicode line/paragraph separators.
+_ESCAPES: dict[int, str] = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+_ESCAPES.update({0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+# Inside a JSON string (json.dumps already escaped C0): the same code points as \\uXXXX.
+_JSON_ESCAPES = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0), 0x2028, 0x2029)}
+
+
+def escape_controls(text: str) -> str:
+    """``"a\\nb\\x1b"`` → ``"a\\\\nb\\\\x1b"``: the text on one line, with no terminal codes."""
+    return text.translate(_ESCAPES)
 
 
 def collect_secrets(tree: Any, *, inside: bool = False) -> set[str]:
-    """Every string under a key that names a credential or a notification endpoint."""
+    """Every string under a key that names a credential or a notification endpoint, and
+    the password or secret query value of every URL (a target's, ``source.url``)."""
     found: set[str] = set()
     if isinstance(tree, dict):
         for key, value in tree.items():
@@ -20,33 +45,50 @@ def collect_secrets(tree: Any, *, inside: bool = False) -> set[str]:
     elif isinstance(tree, list | tuple):
         for value in tree:
             found |= collect_secrets(value, inside=inside)
-    elif inside and isinstance(tree, str) and len(tree) >= 6:
-        found.add(tree)
+    elif isinstance(tree, str):
+        if inside and len(tree) >= _MIN_SECRET:
+            found.add(tree)
+        found |= {s for s in url_secrets(tree) if len(s) >= _MIN_SECRET}
     return found
 
 
 class RedactFilter(logging.Filter):
-    """Replace any configured secret in a log record's message with ``[redacted]``."""
+    """Replace any configured secret in a log record's message with ``[redacted]``, and
+    the password of any URL in it with ``***`` (:func:`app.redact.redact_url`)."""
 
     def __init__(self, secrets: Iterable[str]) -> None:
         super().__init__()
         self.secrets = sorted(set(secrets), key=len, reverse=True)
 
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not self.secrets:
-            return True
-        message = record.getMessage()
-        clean = message
+    def _clean(self, text: str) -> str:
+        text = redact_url(text)
         for secret in self.secrets:
-            clean = clean.replace(secret, "[redacted]")
+            text = text.replace(secret, "[redacted]")
+        return text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        clean = self._clean(message)
         if clean != message:
             record.msg, record.args = clean, None
         if record.exc_info and record.exc_info[1] is not None:
             text = logging.Formatter().formatException(record.exc_info)
-            for secret in self.secrets:
-                text = text.replace(secret, "[redacted]")
-            record.exc_text, record.exc_info = text, None
+            record.exc_text, record.exc_info = self._clean(text), None
+        elif record.exc_text:
+            record.exc_text = self._clean(record.exc_text)
+        if record.stack_info:
+            record.stack_info = self._clean(record.stack_info)
         return True
+
+
+class PlainFormatter(logging.Formatter):
+    """``time level logger message``, one line per record (controls escaped)."""
+
+    def __init__(self) -> None:
+        super().__init__(PLAIN_FORMAT)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return escape_controls(super().format(record))
 
 
 class JsonFormatter(logging.Formatter):
@@ -63,20 +105,29 @@ class JsonFormatter(logging.Formatter):
             out["exc"] = self.formatException(record.exc_info)
         elif record.exc_text:
             out["exc"] = record.exc_text
-        return json.dumps(out, ensure_ascii=False)
+        if record.stack_info:
+            out["stack"] = record.stack_info
+        return json.dumps(out, ensure_ascii=False).translate(_JSON_ESCAPES)
 
 
-def setup_logging(level: str, *, json_lines: bool, secrets: Iterable[str] = ()) -> None:
-    """Configure the root logger once for the process."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(
-        JsonFormatter()
-        if json_lines
-        else logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
-    )
+def setup_logging(
+    level: str, *, json_lines: bool, secrets: Iterable[str] = (), stream: TextIO | None = None
+) -> None:
+    """Configure the root logger once for the process (on ``stream``, default stderr).
+
+    uvicorn's loggers lose the handlers its own logging config gives them and propagate
+    to the root, so their records (tracebacks too) are filtered and formatted like ours;
+    start uvicorn with ``log_config=None`` so that it does not put its handlers back.
+    """
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter() if json_lines else PlainFormatter())
     handler.addFilter(RedactFilter(secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    for name in UVICORN_LOGGERS:
+        uvicorn_logger = logging.getLogger(name)
+        uvicorn_logger.handlers.clear()
+        uvicorn_logger.propagate = True
     for noisy in ("apscheduler", "httpx", "httpcore"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

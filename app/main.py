@@ -6,8 +6,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
+from fastapi.exceptions import RequestValidationError
 
 from app import __version__
+from app.api.errors import document_message_details, validation_error
+from app.api.limits import DEFAULT_MAX_BODY, BodyLimit
 from app.api.routes import alerts, diagnoses, fleet, health, silences, slo, targets, windows
 from app.config import Settings
 from app.service import Service
@@ -34,6 +37,12 @@ def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
         description="Why is this vLLM server slow, and what should change.",
         lifespan=lifespan,
     )
+    # Every request body is capped (1 MiB; silences far less), and counted as it streams.
+    app.add_middleware(
+        BodyLimit, default=DEFAULT_MAX_BODY, caps={"/api/v1/silences": silences.MAX_BODY}
+    )
+    app.add_exception_handler(RequestValidationError, validation_error)
+    document_message_details(app)
     api = APIRouter(prefix="/api/v1")
     api.include_router(targets.router)
     api.include_router(windows.router)

@@ -87,6 +87,10 @@ class StreamSnapshot:
     missing: tuple[str, ...] = ()
     # "blocks" for vLLM 0.8.x gpu_prefix_cache_* counters, else "tokens".
     prefix_unit: str = "tokens"
+    # Signals the page carried but that were left out of this scrape (invalid values,
+    # conflicting duplicate series): also in ``missing``; a cumulative one keeps its
+    # previous value as the baseline of the next delta (app.collector).
+    withheld: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,10 +102,15 @@ class Snapshot:
     streams: dict[str, StreamSnapshot]
     metrics_disabled: bool = False
     parse_errors: int = 0
+    # What the scrape left out while the rest of it was used (see ``PARTIAL_KINDS``).
+    problems: tuple[Problem, ...] = ()
 
 
 class ErrorKind(StrEnum):
-    """Why a scrape failed. ``ok`` scrapes carry no error kind."""
+    """Why a scrape failed, or what a used scrape left out (``PARTIAL_KINDS``).
+
+    A clean scrape carries no error kind.
+    """
 
     REFUSED = "refused"
     TIMEOUT = "timeout"
@@ -114,6 +123,24 @@ class ErrorKind(StrEnum):
     CONNECT = "connect"
     TRUNCATED = "truncated"
     OTHER = "other"
+    TOO_MANY_STREAMS = "too_many_streams"
+    INVALID_VALUES = "invalid_values"
+    DUPLICATE_SERIES = "duplicate_series"
+
+
+# Kinds of a scrape that was used with something left out: the target is up (its scrape
+# record is ok and names the first of them), everything else on the page flows.
+PARTIAL_KINDS: frozenset[ErrorKind] = frozenset(
+    {ErrorKind.TOO_MANY_STREAMS, ErrorKind.INVALID_VALUES, ErrorKind.DUPLICATE_SERIES}
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing a used scrape left out: its kind (in ``PARTIAL_KINDS``) and what."""
+
+    kind: ErrorKind
+    detail: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from app.model import HISTOGRAM_SIGNALS, Window
@@ -22,11 +22,28 @@ FIELD_PREFIX: dict[str, str] = {
     "prefill_time": "prefill",
     "decode_time": "decode",
 }
-MAX_WINDOWS = 5000
+MAX_WINDOWS = 11_000
+"""Windows one request may compute, over all its streams (Prometheus' 11,000 points per
+series): a day of 15 s windows (5,760) of one stream fits, a day of 60 s (1,440) of seven."""
+MIN_STEP = 0.001
+"""The finest step between windows, seconds (a window end must stay distinct from the next
+one at today's Unix times)."""
+LATEST_TIME = 253_402_300_799.0
+"""9999-12-31 23:59:59 UTC, the last second ``datetime`` holds: later times are refused."""
 
 
 class QueryError(ValueError):
     """A query the caller can fix (bad range, too many windows)."""
+
+
+class Cancelled(Exception):
+    """The caller went away: the work stopped between two of its chunks."""
+
+
+def stop_if(cancel: threading.Event | None) -> None:
+    """Raise :class:`Cancelled` once ``cancel`` is set (checked between chunks of work)."""
+    if cancel is not None and cancel.is_set():
+        raise Cancelled
 
 
 def _clean(x: float | None) -> float | None:
@@ -79,17 +96,57 @@ def window_to_dict(w: Window) -> dict[str, Any]:
     return out
 
 
-def _check(start: float, end: float, length: float, step: float) -> None:
+def check_windows(
+    start: float,
+    end: float,
+    length: float,
+    step: float,
+    *,
+    streams: int = 1,
+    max_length: float = LATEST_TIME,
+) -> int:
+    """Refuse, before any work, a window query the caller can fix; else its windows per stream.
+
+    Refused: a bound that is not finite, or ``end <= start``; a length or step that is not
+    a positive finite number, or a step under :data:`MIN_STEP`; a length over
+    ``max_length`` (the history the store keeps: a longer window holds nothing more, and
+    ``e - length`` would round ``e`` away — a window of 1e300 s once made ``start +
+    length`` 0 and ~1e8 windows); more than :data:`MAX_WINDOWS` windows over all
+    ``streams`` (range / step × streams, counted before any is built).
+    """
     if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
         raise QueryError("end must be after start")
-    if length <= 0 or step <= 0:
+    if not (math.isfinite(length) and length > 0 and math.isfinite(step) and step > 0):
         raise QueryError("window and step must be positive")
-    if (end - start) / step > MAX_WINDOWS:
-        raise QueryError(f"more than {MAX_WINDOWS} windows: use a larger step")
+    if step < MIN_STEP:
+        raise QueryError(f"step must be at least {MIN_STEP:g} s")
+    if length > max_length:
+        raise QueryError(
+            f"window {length:g} s is longer than the {max_length:g} s of history kept "
+            "(storage.retention_days)"
+        )
+    per_stream = (end - start) / step  # first: it bounds start / step below
+    if per_stream * max(streams, 1) > MAX_WINDOWS:
+        raise QueryError(_too_many(per_stream * max(streams, 1)))
+    n = _count(_first_end(start, end, step), end, step)
+    if n * streams > MAX_WINDOWS:
+        raise QueryError(_too_many(n * streams))
+    return n
+
+
+def _too_many(asked: float) -> str:
+    return (
+        f"more than {MAX_WINDOWS:,} windows per request ({asked:,.0f} asked: range / step "
+        "× streams): raise step or narrow the range"
+    )
 
 
 def _first_end(start: float, end: float, step: float) -> float:
     return min((math.floor(start / step) + 1) * step, end)
+
+
+def _count(first_end: float, end: float, step: float) -> int:
+    return int(math.floor((end - first_end) / step + 1e-9)) + 1
 
 
 def _windows_from(
@@ -129,7 +186,7 @@ def stream_windows(
     End times are multiples of ``step`` (so a refreshed page shows the same windows);
     each window covers ``(e - length, e]``.
     """
-    _check(start, end, length, step)
+    check_windows(start, end, length, step)
     first_end = _first_end(start, end, step)
     return _windows_from(
         store, target, model_name, first_end=first_end, end=end, length=length, step=step
@@ -173,11 +230,14 @@ class WindowCache:
         length: float,
         step: float,
         now: float,
+        cancel: threading.Event | None = None,
     ) -> list[tuple[float, bytes]]:
-        """``(end, encoded window)`` of :func:`stream_windows`' windows, oldest first."""
-        _check(start, end, length, step)
+        """``(end, encoded window)`` of :func:`stream_windows`' windows, oldest first.
+
+        Raises :class:`Cancelled` between runs of windows once ``cancel`` is set.
+        """
+        n = check_windows(start, end, length, step)
         first_end = _first_end(start, end, step)
-        n = int(math.floor((end - first_end) / step + 1e-9)) + 1
         ends = [first_end + k * step for k in range(n)]
         key = (target, model_name, length, step)
         with self._lock:
@@ -186,6 +246,7 @@ class WindowCache:
         todo = [e for e in ends if e not in held]
         i = 0
         for lo, hi in grid_runs(todo, step):
+            stop_if(cancel)
             j = i
             while j < len(todo) and todo[j] <= hi:
                 j += 1
@@ -193,6 +254,7 @@ class WindowCache:
             ws = _windows_from(
                 store, target, model_name, first_end=lo, end=hi, length=length, step=step
             )
+            stop_if(cancel)
             for e, w in zip(run, ws, strict=False):
                 fresh[e] = encode_window(w)
         keep = {e: b for e, b in fresh.items() if e <= now - self.settle}
@@ -209,6 +271,46 @@ class WindowCache:
         return [(e, held[e] if e in held else fresh[e]) for e in ends if e in held or e in fresh]
 
 
+def windows_body(
+    cache: WindowCache,
+    store: Store,
+    target: str,
+    models: Sequence[str],
+    *,
+    start: float,
+    end: float,
+    length: float,
+    step: float,
+    now: float,
+    max_length: float = LATEST_TIME,
+    cancel: threading.Event | None = None,
+) -> bytes:
+    """``GET /windows``' JSON array: every model's windows, by end then model.
+
+    The whole request is checked (:func:`check_windows` over all ``models``) before any
+    window is built; :class:`Cancelled` is raised between streams and runs once
+    ``cancel`` is set.
+    """
+    check_windows(start, end, length, step, streams=len(models), max_length=max_length)
+    out: list[tuple[float, str, bytes]] = []
+    for model_name in models:
+        stop_if(cancel)
+        ws = cache.windows(
+            store,
+            target,
+            model_name,
+            start=start,
+            end=end,
+            length=length,
+            step=step,
+            now=now,
+            cancel=cancel,
+        )
+        out.extend((e, model_name, body) for e, body in ws)
+    out.sort(key=lambda w: (w[0], w[1]))
+    return b"[" + b",".join(b for _, _, b in out) + b"]"
+
+
 def grid_runs(ends: Iterable[float], step: float) -> list[tuple[float, float]]:
     """Group sorted window ends on the ``step`` grid into contiguous ``(first, last)`` runs."""
     runs: list[tuple[float, float]] = []
@@ -222,10 +324,17 @@ def grid_runs(ends: Iterable[float], step: float) -> list[tuple[float, float]]:
 
 __all__ = [
     "HISTOGRAM_SIGNALS",
+    "LATEST_TIME",
+    "MAX_WINDOWS",
+    "MIN_STEP",
+    "Cancelled",
     "QueryError",
     "WindowCache",
+    "check_windows",
     "encode_window",
     "grid_runs",
+    "stop_if",
     "stream_windows",
     "window_to_dict",
+    "windows_body",
 ]

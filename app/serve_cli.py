@@ -107,7 +107,15 @@ def serve(settings: Settings) -> int:
             flush=True,
         )
         print(f"UI on http://{settings.server.host}:{settings.server.port}/ui/", flush=True)
-        uvicorn.run(app, host=settings.server.host, port=settings.server.port, log_level="warning")
+        # log_config=None: uvicorn's records go through our handler (redacted, one line
+        # each, JSON with log.json_lines), not through handlers of its own.
+        uvicorn.run(
+            app,
+            host=settings.server.host,
+            port=settings.server.port,
+            log_level="warning",
+            log_config=None,
+        )
     except StoreError as exc:
         print(f"store error: {exc}", file=sys.stderr)
         return 2

@@ -273,11 +273,14 @@ class Service:
             h = self.alerting.sender.health.get(r.id, ReceiverHealth())
             receivers.append({"id": r.id, "kind": r.kind, "ok": h.ok, **asdict(h)})
         down: dict[str, int] = {}
+        problems: dict[str, int] = {}  # what up targets' last scrapes left out
         up = 0
         for state in self.collector.states.values():
             rec = state.last_record
             if rec is not None and rec.ok:
                 up += 1
+                for kind in state.problems:
+                    problems[kind] = problems.get(kind, 0) + 1
             else:
                 kind = rec.error_kind or "other" if rec is not None else "not_scraped"
                 down[kind] = down.get(kind, 0) + 1
@@ -287,7 +290,12 @@ class Service:
             "store": asdict(store),
             "outbox": {"backlog": backlog, "oldest_undelivered_age_s": oldest_age},
             "receivers": receivers,
-            "targets": {"total": len(self.collector.states), "up": up, "down": down},
+            "targets": {
+                "total": len(self.collector.states),
+                "up": up,
+                "down": down,
+                "problems": problems,
+            },
         }
 
     def start(self) -> None:

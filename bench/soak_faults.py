@@ -141,7 +141,7 @@ class Soak:
 
     def look(self) -> None:
         """Note the faults that target and component health show now."""
-        targets = self.get("/targets")
+        targets = self.get("/targets", limit=10_000)  # the API's largest page: every target
         if targets is None:
             return
         by_name = {t["name"]: t for t in targets}

@@ -144,7 +144,7 @@ groups:
             "r.yaml:4:5: rule 'L': a rule of that name is already at r.yaml:2:5",
         ),
         ("alerts: []\n", "expected exactly one of 'rules:' or 'groups:'"),
-        ("rules: [\n", "r.yaml: not valid YAML"),
+        ("rules: [\n", "r.yaml:2:1: not valid YAML"),
         ("rules:\n  - alert: 9x\n    expr: kv_max > 1\n", "rule '9x': the name must be"),
     ],
 )

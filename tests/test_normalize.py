@@ -180,7 +180,8 @@ def test_dp2_multiprocess_capture_drops_cut_histograms_and_counts_them() -> None
 
 def _as_dp2_multiprocess(text: str) -> str:
     """Turn the one-engine 0.33.0 page into a DP=2 multiprocess one: engine 1 has twice
-    engine 0's values, `_sum` lines come first and the engines are interleaved."""
+    engine 0's values (half its KV usage, a fraction of at most 1), `_sum` lines come
+    first and the engines are interleaved."""
     out = []
     for line in text.split("\n"):
         if not line or line.startswith("#") or "_created" in line:
@@ -192,7 +193,8 @@ def _as_dp2_multiprocess(text: str) -> str:
         if other == series:
             out.append(line)
             continue
-        pair = [line, f"{other} {float(value) * 2}"]
+        factor = 0.5 if series.startswith("vllm:kv_cache_usage_perc") else 2
+        pair = [line, f"{other} {float(value) * factor}"]
         out.extend(pair)
     # Move every _sum line to the front of its family block.
     blocks: list[list[str]] = [[]]
@@ -218,7 +220,7 @@ def test_dp2_multiprocess_page_sums_engines() -> None:
         assert folded.count == 3 * histogram.count
         assert folded.sum == pytest.approx(3 * histogram.sum)
     assert two.gauges["running"] == 3 * one.gauges["running"]
-    assert two.gauges["kv_usage"] == 2 * one.gauges["kv_usage"]  # max, not sum
+    assert two.gauges["kv_usage"] == one.gauges["kv_usage"]  # max, not sum
     assert two.counters["prompt_tokens"] == 3 * one.counters["prompt_tokens"]
     assert two.counters["finished:stop"] == 3 * one.counters["finished:stop"]
     assert set(two.engines) == {"0", "1"}

@@ -34,6 +34,11 @@ Booleans compare equal to the numbers 1 and 0 (``target_up == 0`` works whether
 ``target_up`` is a number or a bool). Division by zero is unknown.
 
 Every error carries the 1-based ``column`` of the offending token.
+
+**Depth.** At most ``MAX_DEPTH`` levels of nesting — brackets, ``not``, unary ``-``, and
+the operands of one chain of ``+ - * /`` — so that parsing, checking and evaluating
+(all recursive) stay far from Python's stack limit; deeper is an error at the column
+where the limit is crossed. ``and``/``or`` chains are flat and may be any length.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ from typing import Any, TypeAlias, cast
 
 __all__ = [
     "Compare",
+    "MAX_DEPTH",
     "ExprError",
     "Node",
     "Result",
@@ -56,6 +62,9 @@ __all__ = [
 ]
 
 Value: TypeAlias = float | str | bool | list[Any] | None
+# A parenthesised level costs the parser 8 Python frames; 64 levels stay well inside
+# the default limit of 1,000 wherever the rules are loaded.
+MAX_DEPTH = 64
 
 
 class ExprError(ValueError):
@@ -178,6 +187,13 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.tokens = tokenize(text)
         self.i = 0
+        self.depth = 0
+
+    def deeper(self, tok: Token) -> None:
+        """Enter one nesting level at ``tok``; an error past ``MAX_DEPTH``."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ExprError(f"nested deeper than {MAX_DEPTH} levels", tok.column)
 
     @property
     def tok(self) -> Token:
@@ -223,7 +239,10 @@ class _Parser:
     def not_(self) -> Node:
         if self.at("keyword", "not"):
             tok = self.take()
-            return Not(self.not_(), tok.column)
+            self.deeper(tok)
+            node = Not(self.not_(), tok.column)
+            self.depth -= 1
+            return node
         return self.compare()
 
     def compare(self) -> Node:
@@ -269,7 +288,10 @@ class _Parser:
     def unary(self) -> Node:
         if self.at("op", "-"):
             tok = self.take()
-            return Neg(self.unary(), tok.column)
+            self.deeper(tok)
+            node = Neg(self.unary(), tok.column)
+            self.depth -= 1
+            return node
         return self.atom()
 
     def atom(self) -> Node:
@@ -287,12 +309,13 @@ class _Parser:
             self.take()
             return Name(tok.text, tok.column)
         if self.at("op", "("):
-            self.take()
+            self.deeper(self.take())
             node = self.or_()
             self.expect("op", ")", "')'")
+            self.depth -= 1
             return node
         if self.at("op", "["):
-            self.take()
+            self.deeper(self.take())
             items: list[Node] = []
             if not self.at("op", "]"):
                 items.append(self.or_())
@@ -300,6 +323,7 @@ class _Parser:
                     self.take()
                     items.append(self.or_())
             self.expect("op", "]", "',' or ']'")
+            self.depth -= 1
             return ListLit(tuple(items), tok.column)
         raise ExprError(f"expected a value, found {_describe(tok)}", tok.column)
 
@@ -332,7 +356,33 @@ def _column(node: Node) -> int:
 
 def parse(text: str) -> Node:
     """Parse a condition into its syntax tree; :class:`ExprError` names the column."""
-    return _Parser(text).parse()
+    node = _Parser(text).parse()
+    deep = _too_deep(node)
+    if deep is not None:
+        raise ExprError(f"nested deeper than {MAX_DEPTH} levels", deep.column)
+    return node
+
+
+def _children(node: Node) -> tuple[Node, ...]:
+    if isinstance(node, ListLit | Logic):
+        return node.items
+    if isinstance(node, Neg | Not):
+        return (node.operand,)
+    if isinstance(node, Arith | Compare):
+        return (node.left, node.right)
+    return ()
+
+
+def _too_deep(node: Node) -> Node | None:
+    """A node more than ``MAX_DEPTH`` levels below the root (a long ``+`` chain is
+    left-deep), or None; walked with a list, not recursion, since the tree may be deep."""
+    stack = [(node, 0)]
+    while stack:
+        n, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return n
+        stack.extend((child, depth + 1) for child in _children(n))
+    return None
 
 
 def names(node: Node) -> list[Name]:

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from app.model import PARTIAL_KINDS
+
 _LATENCY = ("ttft", "itl", "tpot", "e2e", "queue", "prefill", "decode")
 
 # name → type, as the expression checker knows them ("number", "string", "bool", "list").
@@ -94,7 +96,8 @@ TOP_HINTS = 3
 
 # A scrape that got a page counts as "up" (even with no vllm: families on it): the
 # server answered. Refused, timed out, HTTP errors, non-Prometheus bodies are "down".
-_REACHED = {None, "metrics_disabled", "bucket_layout_changed", "too_many_series"}
+# A scrape used with something left out (PARTIAL_KINDS) is up too.
+_REACHED = {None, "metrics_disabled", "bucket_layout_changed", "too_many_series", *PARTIAL_KINDS}
 
 
 def reached(error_kind: str | None) -> bool:

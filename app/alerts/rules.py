@@ -17,7 +17,10 @@ A file is a list of rules under ``rules:`` (or Prometheus' ``groups: [{name, rul
 Durations are seconds or Go-style ``90s``, ``2m``, ``1h30m``, ``500ms``. Every field
 name in ``expr``, ``value`` and the templates is checked against the fields rules can
 read (:mod:`app.alerts.fields`), so a misspelt ``kv_mx`` fails here with a suggestion
-instead of never firing. Errors read ``FILE:LINE:COLUMN: rule 'NAME': what``.
+instead of never firing. Errors read ``FILE:LINE:COLUMN: rule 'NAME': what``, on one
+line — also for what is not valid YAML, a ``!!python/…`` tag (safe types only) or
+nesting deeper than :data:`app.safeyaml.MAX_DEPTH` (YAML) or
+:data:`app.alerts.expr.MAX_DEPTH` (a condition): never a traceback.
 
 Pure apart from :func:`load_rule_file` and :func:`default_rules`, which read a file.
 """
@@ -36,6 +39,7 @@ import yaml
 from app.alerts import expr as ex
 from app.alerts.fields import LABEL_PREFIX, SLO_ONLY_FIELDS, field_type, known_names
 from app.alerts.template import Template, TemplateError, parse_template
+from app.safeyaml import Loader, error_from
 
 __all__ = [
     "DEFAULT_RULES",
@@ -170,7 +174,7 @@ def _type_of(scope: str) -> ex.TypeOf:
 
 
 class _RuleBuilder:
-    def __init__(self, where: _Where, loader: yaml.SafeLoader, node: yaml.MappingNode) -> None:
+    def __init__(self, where: _Where, loader: Loader, node: yaml.MappingNode) -> None:
         self.where = where
         self.loader = loader
         self.node = node
@@ -213,6 +217,8 @@ class _RuleBuilder:
             ex.check(condition, _type_of(scope))
         except ex.ExprError as exc:
             raise self.fail(expr_node, f"{expr_key}: {exc.message}", exc.column - 1) from None
+        except RecursionError:  # a backstop: the parser's depth limit comes first
+            raise self.fail(expr_node, f"{expr_key}: nested too deeply") from None
         value_node = None
         if "value" in self.items:
             vsrc = str(self.value("value"))
@@ -324,16 +330,18 @@ class _RuleBuilder:
 
 def load_rules(text: str, source: str = "<rules>") -> list[Rule]:
     """Parse and validate a rule file's text; :class:`RuleError` says where it is wrong."""
-    where = _Where(source, text)
-    loader = yaml.SafeLoader(text)
+    loader = Loader(text)
     try:
         root = loader.get_single_node()
+        # Values are constructed rule by rule: a bad tag fails there, at its node.
+        return [] if root is None else _load(root, _Where(source, text), loader)
     except yaml.YAMLError as exc:
-        raise RuleError(f"{source}: not valid YAML: {exc}") from None
+        raise RuleError(str(error_from(exc, source))) from None
     finally:
         loader.dispose()
-    if root is None:
-        return []
+
+
+def _load(root: yaml.Node, where: _Where, loader: Loader) -> list[Rule]:
     rule_nodes = _rule_nodes(root, where, loader)
     rules: list[Rule] = []
     seen: dict[str, str] = {}
@@ -351,10 +359,10 @@ def load_rules(text: str, source: str = "<rules>") -> list[Rule]:
     return rules
 
 
-def _rule_nodes(root: yaml.Node, where: _Where, loader: yaml.SafeLoader) -> list[yaml.Node]:
+def _rule_nodes(root: yaml.Node, where: _Where, loader: Loader) -> list[yaml.Node]:
     if not isinstance(root, yaml.MappingNode):
         raise RuleError(f"{where.node(root)}: the top level must be a mapping with 'rules:'")
-    top = {loader.construct_object(k, deep=True): v for k, v in root.value}
+    top = _keyed(root, loader)
     unknown = set(top) - {"rules", "groups"}
     if unknown or len(top) != 1:
         raise RuleError(
@@ -371,16 +379,17 @@ def _rule_nodes(root: yaml.Node, where: _Where, loader: yaml.SafeLoader) -> list
         raise RuleError(f"{where.node(groups)}: 'groups' must be a list")
     out: list[yaml.Node] = []
     for group in groups.value:
-        entries = (
-            {loader.construct_object(k, deep=True): v for k, v in group.value}
-            if isinstance(group, yaml.MappingNode)
-            else {}
-        )
-        seq = entries.get("rules")
-        if not isinstance(seq, yaml.SequenceNode):
+        entries = _keyed(group, loader) if isinstance(group, yaml.MappingNode) else {}
+        listed = entries.get("rules")
+        if not isinstance(listed, yaml.SequenceNode):
             raise RuleError(f"{where.node(group)}: each group needs a 'rules:' list")
-        out.extend(seq.value)
+        out.extend(listed.value)
     return out
+
+
+def _keyed(node: yaml.MappingNode, loader: Loader) -> dict[str, yaml.Node]:
+    """A mapping's value nodes by key, as text (a list as a key would be unhashable)."""
+    return {str(loader.construct_object(k, deep=True)): v for k, v in node.value}
 
 
 def load_rule_file(path: str | Path) -> list[Rule]:

@@ -5,6 +5,10 @@ any rule field (``ttft_p99``, ``summary``, ``hints``, ``ui_url``…). Filters fo
 numbers for people: ``seconds`` (``470 ms``, ``2.47 s``), ``percent`` (``96%``),
 ``number`` (three significant digits). An unknown or null value renders ``n/a``.
 Templates are parsed when the rules load, so a typo fails there, not at 3 a.m.
+
+Rendered text is plain and unescaped: label values come from scraped pages, so each
+receiver escapes for its own format (Slack's ``& < >`` in
+:func:`app.alerts.notify.slack_escape`; JSON bodies by JSON encoding).
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from app.diagnose.records import PROBLEM_CLASSES, Diagnosis
 from app.diagnose.render import render
 from app.diagnose.replay import diagnose_observed, diagnose_scrapes, observe, read_scrapes
 from app.diagnose.roofline import DEVICE_BANDWIDTH_GBS, Hardware
+from app.redact import redact_url
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -131,7 +132,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
     ok = sum(1 for _, s in scrapes.statuses if s.ok)
     if args.json:
         out = {
-            "url": args.url,
+            "url": redact_url(args.url),
             "start": scrapes.start,
             "end": scrapes.end,
             "scrapes": len(scrapes.statuses),
@@ -141,7 +142,9 @@ def run_diagnose(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2))
     else:
         span = scrapes.end - scrapes.start
-        print(f"{args.url}: {len(scrapes.statuses)} scrapes ({ok} ok) over {span:.0f} s")
+        print(
+            f"{redact_url(args.url)}: {len(scrapes.statuses)} scrapes ({ok} ok) over {span:.0f} s"
+        )
         for d in diagnoses:
             print()
             print(render(d, verbose=args.verbose))

@@ -7,6 +7,7 @@ replica is windowed over exactly the same ``(end − length, end]``.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,7 +17,7 @@ from app.fleet.imbalance import Imbalance, ImbalanceThresholds, find_imbalance
 from app.fleet.slo import SloSpec, attainment, goodput, window_counts
 from app.fleet.tracker import DeltaSource
 from app.model import Window
-from app.queries import MAX_WINDOWS, QueryError, window_to_dict
+from app.queries import LATEST_TIME, check_windows, stop_if, window_to_dict
 from app.windows.aggregate import window, windows
 
 __all__ = [
@@ -179,28 +180,33 @@ def fleet_views(
     config: DiagnosisConfig,
     thresholds: ImbalanceThresholds,
     diagnose_replicas: bool = False,
+    max_length: float = LATEST_TIME,
+    cancel: threading.Event | None = None,
 ) -> list[FleetView]:
-    """Fleet windows of ``length`` ending every ``step`` in ``(start, end]``, oldest first."""
-    if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
-        raise QueryError("end must be after start")
-    if length <= 0 or step <= 0:
-        raise QueryError("window and step must be positive")
-    if (end - start) / step > MAX_WINDOWS:
-        raise QueryError(f"more than {MAX_WINDOWS} windows: use a larger step")
+    """Fleet windows of ``length`` ending every ``step`` in ``(start, end]``, oldest first.
+
+    Checked whole before any work (:func:`app.queries.check_windows`: every member's
+    windows count against the cap); :class:`app.queries.Cancelled` is raised between
+    members and between fleet windows once ``cancel`` is set.
+    """
+    check_windows(start, end, length, step, streams=len(members), max_length=max_length)
     first_end = min((math.floor(start / step) + 1) * step, end)
-    per_member = [
-        windows(
-            source.intervals(t, key.model_name, first_end - length, end),
-            start=first_end - length,
-            end=end,
-            length=length,
-            step=step,
-            target=t,
-            model_name=key.model_name,
+    per_member = []
+    for t in members:
+        stop_if(cancel)
+        per_member.append(
+            windows(
+                source.intervals(t, key.model_name, first_end - length, end),
+                start=first_end - length,
+                end=end,
+                length=length,
+                step=step,
+                target=t,
+                model_name=key.model_name,
+            )
         )
-        for t in members
-    ]
     out = []
     for ws in zip(*per_member, strict=True):
+        stop_if(cancel)
         out.append(_view(key, ws, ws[0].start, ws[0].end, config, thresholds, diagnose_replicas))
     return out

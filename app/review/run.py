@@ -21,6 +21,7 @@ from app.alerts.rules import Rule
 from app.config import SloConfig
 from app.diagnose import DEFAULT_CONFIG, Diagnosis, DiagnosisConfig, diagnose
 from app.model import ErrorKind
+from app.redact import redact_url
 from app.review.report import AlertEvent, Review, build_review
 from app.sources.prometheus import History, PrometheusSource, TargetHistory
 from app.windows.aggregate import windows
@@ -190,7 +191,7 @@ async def run_review(
         )
     return build_review(
         diagnoses,
-        source=source.config.url or "",
+        source=redact_url(source.config.url or ""),
         selector=source.config.selector,
         start=start,
         end=end,

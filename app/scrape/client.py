@@ -5,7 +5,8 @@ kinds: ``refused`` (nothing listens), ``connect`` (other connection failures, DN
 ``timeout``, ``http_status`` (non-2xx), ``too_large`` (body over the cap, counted after
 gzip decoding so a compressed bomb is caught too), ``truncated`` (the connection closed
 before the body was complete: shorter than its Content-Length, or a broken chunked
-encoding), ``not_prometheus`` (decided by the caller after parsing), ``other``.
+encoding), ``not_prometheus`` (decided by the caller after parsing), ``other``. An
+error message is stored and shown: a URL's password never appears in it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 import httpx
 
 from app.model import ErrorKind
+from app.redact import redact_url
 
 ACCEPT = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 
@@ -107,6 +109,8 @@ async def fetch(
     t0 = time.perf_counter()
 
     def done(**kw: object) -> FetchResult:
+        if isinstance(kw.get("error"), str):  # stored and shown: no password in it
+            kw["error"] = redact_url(str(kw["error"]))
         return FetchResult(url=url, started=started, duration=time.perf_counter() - t0, **kw)  # type: ignore[arg-type]
 
     try:
@@ -170,7 +174,7 @@ async def _get(
         kind = _connect_kind(exc)
         msg = "connection refused" if kind is ErrorKind.REFUSED else f"cannot connect: {exc}"
         return done(error_kind=kind, error=msg)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL is no HTTPError
         return done(error_kind=ErrorKind.OTHER, error=f"{type(exc).__name__}: {exc}"[:300])
 
 

@@ -17,8 +17,18 @@ label) and API-server processes (``pid`` label) are folded in:
   ``pid`` series, which 0.9-0.11 multiprocess pages carry, stale ones included);
   ``prefix_hit_rate`` (V0 only) the mean of the engines that report it, omitted when it
   is -1 (prefix caching disabled). Per-engine values are kept in ``engines`` (a page
-  without an ``engine`` label is engine "0"). NaN gauge values are ignored.
+  without an ``engine`` label is engine "0").
 * Counters summed; ``vllm:request_success_total`` becomes ``finished:<reason>``.
+* Values a signal cannot take (``app.scrape.validity``: NaN, ``±Inf``, negative counts,
+  buckets that fall, KV usage outside 0..1) leave the whole signal out of the stream for
+  this scrape, every engine's series of it: a sum over the other engines would read as a
+  restart or an engine leaving. The signal is listed in ``withheld`` and ``missing``, and
+  the snapshot carries an ``invalid_values`` problem. The newest family of a renamed
+  metric is not replaced by an older one then (the two may differ).
+* A series on the page twice (same name and labels) is used once, from its first copy,
+  when the copies agree; when they differ its signal is left out as above. Either way
+  the snapshot carries a ``duplicate_series`` problem. Only families read here are
+  checked (the check is one set over the page, and once per page layout).
 * Where vLLM renamed a metric, the newest name the stream carries wins (0.10-0.13 pages
   carry old and new side by side).
 * ``vllm:cache_config_info`` has no ``model_name``: its labels (the lowest engine's)
@@ -37,6 +47,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from operator import add
 from typing import cast
@@ -46,11 +57,15 @@ from app.model import (
     COUNTER_SIGNALS,
     GAUGE_SIGNALS,
     HISTOGRAM_SIGNALS,
+    ErrorKind,
     Histogram,
+    Problem,
+    Sample,
     Snapshot,
     StreamSnapshot,
 )
 from app.scrape.parse import ParseResult
+from app.scrape.validity import counter_ok, cumulative_ok, gauge_ok, repeated
 
 __all__ = [
     "ALL_SIGNALS",
@@ -134,6 +149,10 @@ _SPLIT_MEMO: dict[int, tuple[Labels, _Split]] = {}
 _KEYS: dict[str, str] = {}
 _SPLITS: dict[_Split, _Split] = {}
 _SPLIT_LIMIT = 100_000
+# Signals named in a problem's detail, at most.
+_NAMED_MAX = 5
+# (kind, family, part), split and labels of a series whose copies on the page disagree.
+_Conflict = tuple[tuple[int, str, str], _Split, Labels]
 
 
 @dataclass(slots=True)
@@ -161,6 +180,8 @@ class _Stream:
     gauges: dict[str, list[tuple[str, float]]] = field(default_factory=dict)
     counters: dict[str, float] = field(default_factory=dict)
     finished: dict[str, float] = field(default_factory=dict)
+    # family (or finished:<reason>) → why its signal is left out this scrape
+    withheld: dict[str, ErrorKind] = field(default_factory=dict)
 
 
 def normalize(result: ParseResult, *, target: str, ts: float) -> Snapshot:
@@ -170,7 +191,12 @@ def normalize(result: ParseResult, *, target: str, ts: float) -> Snapshot:
     orphans: list[tuple[tuple[int, str, str], _Split, float, Labels]] = []
     seen_vllm = False
     dispatch = _DISPATCH.get
-    for (name, labels, value, _), split in zip(result.samples, _splits(result), strict=True):
+    samples: Sequence[Sample] = result.samples
+    splits, copies = _index(result)
+    conflicts: list[_Conflict] = []
+    if copies:
+        samples, splits, conflicts = _drop_copies(samples, splits, copies)
+    for (name, labels, value, _), split in zip(samples, splits, strict=True):
         spec = dispatch(name)
         if spec is None and not name.startswith(VLLM):
             continue
@@ -203,43 +229,109 @@ def normalize(result: ParseResult, *, target: str, ts: float) -> Snapshot:
             infos.append(labels)
         else:
             _gather(stream, spec, split, value, labels)
+    default = next(iter(streams)) if len(streams) == 1 else ""
     if orphans:
-        default = next(iter(streams)) if len(streams) == 1 else ""
         stream = streams.setdefault(default, _Stream())
         for spec, split, value, labels in orphans:
             _gather(stream, spec, split, value, labels)
+    for spec, split, labels in conflicts:
+        stream = streams.setdefault(default if split[0] is None else split[0], _Stream())
+        stream.withheld[_family_key(spec, labels)] = ErrorKind.DUPLICATE_SERIES
 
     errors = result.errors
     built: dict[str, StreamSnapshot] = {}
+    withheld: list[tuple[str, str, ErrorKind]] = []
     for model, stream in streams.items():
-        snapshot, dropped = _build(model, stream, result, _info_for(model, infos))
+        snapshot, dropped, left_out = _build(model, stream, result, _info_for(model, infos))
         built[model] = snapshot
         errors += dropped
+        withheld.extend((model, signal, kind) for signal, kind in left_out)
     return Snapshot(
         target=target,
         ts=ts,
         streams=built,
         metrics_disabled=_metrics_disabled(result, seen_vllm),
         parse_errors=errors,
+        problems=_problems(result.samples, copies, withheld),
     )
 
 
-def _splits(result: ParseResult) -> list[_Split]:
-    """The split labels of each sample: kept with the page's template when it has one."""
+def _index(result: ParseResult) -> tuple[list[_Split], list[tuple[int, int]]]:
+    """The split labels of each sample and the repeated series (``validity.repeated``):
+    kept with the page's template when it has one (both depend on the layout only)."""
     memo = result.memo
     if memo is not None:
         held = memo.get("splits")
         if held is not None:
-            return cast(list[_Split], held)
+            return cast(list[_Split], held), cast(list[tuple[int, int]], memo["copies"])
     got = _SPLIT_MEMO.get
     splits = []
     for _, labels, _, _ in result.samples:
         # The parser hands out the same labels tuple for a series every scrape.
         hit = got(id(labels))
         splits.append(hit[1] if hit is not None and hit[0] is labels else _split(labels))
+    copies = repeated(result.samples, _DISPATCH)
     if memo is not None:
+        memo["copies"] = copies
         memo["splits"] = splits
-    return splits
+    return splits, copies
+
+
+def _drop_copies(
+    samples: Sequence[Sample], splits: list[_Split], copies: list[tuple[int, int]]
+) -> tuple[list[Sample], list[_Split], list[_Conflict]]:
+    """Leave out every later copy of a series, and both copies when their values differ
+    (an info series is only read for its labels: its first copy stays); return the
+    samples and splits kept and the series whose copies differ."""
+    drop = {index for index, _ in copies}
+    disagree = sorted(
+        {
+            first
+            for index, first in copies
+            if samples[index][2] != samples[first][2] and samples[first][0] != CACHE_CONFIG_FAMILY
+        }
+    )
+    drop.update(disagree)
+    keep = [index not in drop for index in range(len(samples))]
+    kept = [s for s, k in zip(samples, keep, strict=True) if k]
+    kept_splits = [s for s, k in zip(splits, keep, strict=True) if k]
+    conflicts = [(_DISPATCH[samples[i][0]], splits[i], samples[i][1]) for i in disagree]
+    return kept, kept_splits, conflicts
+
+
+def _family_key(spec: tuple[int, str, str], labels: Labels) -> str:
+    """The key a sample's signal is withheld under: its family, or finished:<reason>."""
+    if spec[0] == _FINISHED:
+        return "finished:" + dict(labels).get("finished_reason", "")
+    return spec[1]
+
+
+def _problems(
+    samples: Sequence[Sample],
+    copies: list[tuple[int, int]],
+    withheld: list[tuple[str, str, ErrorKind]],
+) -> tuple[Problem, ...]:
+    """The problems of a page: repeated series first, then signals left out for values."""
+    out: list[Problem] = []
+    if copies:
+        name, labels, _, _ = samples[copies[0][0]]
+        text = name + "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}"
+        lost = [(m, s) for m, s, kind in withheld if kind == ErrorKind.DUPLICATE_SERIES]
+        detail = f"{len(copies)} series repeated on the page (first: {text})"
+        detail += "; " + (_named(lost, "copies disagree, left out") if lost else "first copy used")
+        out.append(Problem(ErrorKind.DUPLICATE_SERIES, detail))
+    bad = [(m, s) for m, s, kind in withheld if kind == ErrorKind.INVALID_VALUES]
+    if bad:
+        detail = _named(bad, "left out for values not finite or out of range")
+        out.append(Problem(ErrorKind.INVALID_VALUES, detail))
+    return tuple(out)
+
+
+def _named(signals: list[tuple[str, str]], what: str) -> str:
+    """``what: ttft of 'm', …`` naming at most a few (model, signal) pairs."""
+    named = ", ".join(f"{signal} of {model!r}" for model, signal in signals[:_NAMED_MAX])
+    more = f" and {len(signals) - _NAMED_MAX} more" if len(signals) > _NAMED_MAX else ""
+    return f"{what}: {named}{more}"
 
 
 def _split(labels: Labels) -> _Split:
@@ -279,10 +371,10 @@ def _gather(
             series.sum = value
         else:
             series.count = value
-    elif math.isnan(value):
-        return  # a gauge or counter without a value says nothing
-    elif kind == _GAUGE:
+    elif kind == _GAUGE:  # judged in _gauges, by signal
         stream.gauges.setdefault(family, []).append((split[1], value))
+    elif not counter_ok(value):
+        stream.withheld.setdefault(_family_key(spec, labels), ErrorKind.INVALID_VALUES)
     elif kind == _COUNTER:
         stream.counters[family] = stream.counters.get(family, 0.0) + value
     else:
@@ -292,30 +384,43 @@ def _gather(
 
 def _build(
     model: str, stream: _Stream, result: ParseResult, info: dict[str, str]
-) -> tuple[StreamSnapshot, int]:
-    """Fold a gathered stream; return it and how many histogram series were dropped."""
+) -> tuple[StreamSnapshot, int, list[tuple[str, ErrorKind]]]:
+    """Fold a gathered stream; return it, how many histogram series were dropped, and
+    the signals left out with why."""
     histograms: dict[str, Histogram] = {}
+    left_out: list[tuple[str, ErrorKind]] = []
+    withheld = stream.withheld
     dropped = 0
     for signal, families in HISTOGRAM_SOURCES.items():
         for family in families:
+            if family in withheld:
+                left_out.append((signal, withheld[family]))
+                break
             series = stream.histograms.get(family)
             if series:
-                histogram, bad = _fold(series)
+                histogram, bad, invalid = _fold(series)
                 dropped += bad
+                if invalid:
+                    left_out.append((signal, ErrorKind.INVALID_VALUES))
+                    break
                 if histogram is not None:
                     histograms[signal] = histogram
                     break
-    gauges, engines = _gauges(stream)
+    gauges, engines = _gauges(stream, left_out)
     counters: dict[str, float] = {}
     prefix_family: str | None = None
     for signal, sources in COUNTER_SOURCES.items():
-        source = next((f for f in sources if f in stream.counters), None)
-        if source is not None:
+        source = next((f for f in sources if f in stream.counters or f in withheld), None)
+        if source in withheld:
+            left_out.append((signal, withheld[source]))
+        elif source is not None:
             counters[signal] = stream.counters[source]
             if signal == "prefix_queries":
                 prefix_family = source
     for reason, value in stream.finished.items():
-        counters[f"finished:{reason}"] = value
+        if f"finished:{reason}" not in withheld:
+            counters[f"finished:{reason}"] = value
+    left_out.extend((key, kind) for key, kind in withheld.items() if key.startswith("finished:"))
     present = set(histograms) | set(gauges) | set(counters)
     if "prefix_queries" in present and "prefix_hits" in present:
         present.add("prefix_hit_rate")  # the counters replaced the V0 gauge
@@ -328,12 +433,14 @@ def _build(
         info=dict(info),
         missing=tuple(s for s in ALL_SIGNALS if s not in present),
         prefix_unit=_prefix_unit(prefix_family, result),
+        withheld=tuple(signal for signal, _ in left_out),
     )
-    return snapshot, dropped
+    return snapshot, dropped, left_out
 
 
-def _fold(series: dict[str, _Series]) -> tuple[Histogram | None, int]:
-    """Sum the series of one histogram family; return it and the series dropped."""
+def _fold(series: dict[str, _Series]) -> tuple[Histogram | None, int, bool]:
+    """Sum the series of one histogram family; return it, the series dropped, and
+    whether a series to sum held values a histogram cannot (then no histogram)."""
     # (layout, bucket values, +Inf bucket, sum, count) of each usable series
     usable: list[tuple[_Layout, list[float], float, float, float]] = []
     bad = 0
@@ -346,23 +453,27 @@ def _fold(series: dict[str, _Series]) -> tuple[Histogram | None, int]:
         one_count = top if one.count is None else one.count
         usable.append((layout, one.values, top, one.sum, one_count))
     if not usable:
-        return None, bad
+        return None, bad, False
     bounds = usable[0][0][0]
     if len(usable) > 1 and any(u[0][0] != bounds for u in usable):
         votes = Counter(layout[0] for layout, *_ in usable)
         bounds = votes.most_common(1)[0][0]
     counts = [0.0] * (len(bounds) + 1)
     total = count = 0.0
+    invalid = False
     for layout, values, top, one_sum, one_count in usable:
         if layout[0] != bounds:
             bad += 1
             continue
         read = [values[index] for index in layout[1]]
         read.append(top)
+        invalid = invalid or not cumulative_ok(read, one_sum, one_count)
         counts = list(map(add, counts, read))
         total += one_sum
         count += one_count
-    return Histogram(bounds=bounds, counts=tuple(counts), sum=total, count=count), bad
+    if invalid:
+        return None, bad, True
+    return Histogram(bounds=bounds, counts=tuple(counts), sum=total, count=count), bad, False
 
 
 def _layout(les: tuple[str, ...]) -> _Layout | None:
@@ -385,15 +496,28 @@ def _layout(les: tuple[str, ...]) -> _Layout | None:
     return layout
 
 
-def _gauges(stream: _Stream) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """Fold gauges over engines (and pids); keep the per-engine values too."""
+def _gauges(
+    stream: _Stream, left_out: list[tuple[str, ErrorKind]]
+) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """Fold gauges over engines (and pids); keep the per-engine values too. A signal
+    with a value it cannot take is appended to ``left_out`` instead (its engines stay
+    listed, so that the engine does not seem to have left)."""
     gauges: dict[str, float] = {}
     engines: dict[str, dict[str, float]] = {}
+    withheld = stream.withheld
     for signal, families in GAUGE_SOURCES.items():
-        family = next((f for f in families if stream.gauges.get(f)), None)
+        family = next((f for f in families if stream.gauges.get(f) or f in withheld), None)
         if family is None:
             continue
-        values = stream.gauges[family]
+        values = stream.gauges.get(family, [])
+        kind = withheld.get(family)
+        if kind is None and not all(gauge_ok(signal, v) for _, v in values):
+            kind = ErrorKind.INVALID_VALUES
+        if kind is not None:
+            left_out.append((signal, kind))
+            for engine, _ in values:
+                engines.setdefault(engine, {})
+            continue
         if signal == "prefix_hit_rate":
             values = [(engine, v) for engine, v in values if v >= 0]  # -1: caching is off
             if not values:

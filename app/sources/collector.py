@@ -26,6 +26,7 @@ import httpx
 from app.collector import Collector, Outcome, TargetState
 from app.config import Settings, TargetConfig
 from app.model import ErrorKind, IntervalDelta, Snapshot
+from app.redact import redact_url
 from app.sources.promapi import PrometheusError
 from app.sources.prometheus import History, PrometheusSource
 from app.store.sqlite import ScrapeRecord, Store
@@ -56,8 +57,12 @@ class PrometheusCollector(Collector):
     def _state(self, target: str) -> TargetState:
         state = self.states.get(target)
         if state is None:
-            url = f"{self.settings.source.url} {self.settings.source.target_label}={target}"
-            state = self.states[target] = TargetState(TargetConfig(name=target, url=url))
+            source = redact_url(self.settings.source.url or "")
+            url = f"{source} {self.settings.source.target_label}={target}"
+            # ``url`` here is a label for people (the source and the series), never fetched:
+            # it is not validated as a URL.
+            config = TargetConfig.model_construct(name=target, url=url, labels={})
+            state = self.states[target] = TargetState(config)
         return state
 
     async def aclose(self) -> None:

@@ -9,7 +9,9 @@ be switched off for self-signed test set-ups; extra headers carry e.g. Mimir's
 
 Errors: every failure — connection refused, timeout, a non-2xx answer, a body that is not
 the API's JSON, ``"status": "error"`` — raises :class:`PrometheusError` whose message
-says which, with Prometheus' own ``errorType``/``error`` when it gave them.
+says which, with Prometheus' own ``errorType``/``error`` when it gave them. The message
+names the URL without its password (:func:`app.redact.redact_url`): it is logged and
+shown.
 
 Label selectors: :func:`parse_matchers` reads ``{job="vllm", namespace=~"prod-.*"}`` into
 matchers so that they can be combined with a ``__name__`` matcher (:func:`selector`) or
@@ -24,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from app.redact import redact_url
 
 __all__ = [
     "Matcher",
@@ -129,6 +133,7 @@ class PromAPI:
 
     async def _post(self, path: str, form: dict[str, str]) -> Any:
         url = f"{self.url}/api/v1/{path}"
+        shown = redact_url(url)  # errors are logged and shown: no password in them
         try:
             resp = await self._client.post(
                 url,
@@ -138,22 +143,23 @@ class PromAPI:
                 timeout=self._timeout,
             )
         except httpx.TimeoutException as exc:
-            raise PrometheusError(f"{url}: timed out after {self._timeout:g} s") from exc
+            raise PrometheusError(f"{shown}: timed out after {self._timeout:g} s") from exc
         except httpx.HTTPError as exc:
-            raise PrometheusError(f"{url}: {type(exc).__name__}: {exc}") from exc
+            detail = redact_url(str(exc))
+            raise PrometheusError(f"{shown}: {type(exc).__name__}: {detail}") from exc
         try:
             body = resp.json()
         except ValueError:
             body = None
         if isinstance(body, dict) and body.get("status") == "error":
             raise PrometheusError(
-                f"{url}: {body.get('errorType', 'error')}: {body.get('error', '')} "
+                f"{shown}: {body.get('errorType', 'error')}: {body.get('error', '')} "
                 f"(HTTP {resp.status_code}; query {form.get('query', '')[:200]!r})"
             )
         if not resp.is_success:
-            raise PrometheusError(f"{url}: HTTP {resp.status_code}: {resp.text[:200]!r}")
+            raise PrometheusError(f"{shown}: HTTP {resp.status_code}: {resp.text[:200]!r}")
         if not isinstance(body, dict) or body.get("status") != "success":
-            raise PrometheusError(f"{url}: not a Prometheus API answer: {resp.text[:200]!r}")
+            raise PrometheusError(f"{shown}: not a Prometheus API answer: {resp.text[:200]!r}")
         return body.get("data")
 
     async def query(self, expr: str, time: float) -> tuple[str, Any]:

@@ -47,6 +47,7 @@ def register(sub: Any) -> None:
 
 def _prometheus(args: argparse.Namespace, settings: Any) -> Any:
     from app.config import load_settings
+    from app.redact import redact_url
     from app.review.run import parse_time
     from app.sources.prometheus import PrometheusSource
     from app.ui.source import load_history
@@ -70,7 +71,9 @@ def _prometheus(args: argparse.Namespace, settings: Any) -> Any:
             await source.aclose()
 
     history = asyncio.run(read())
-    return load_history(history, start=start, end=end, label=f"Prometheus {cfg.url}")
+    return load_history(
+        history, start=start, end=end, label=f"Prometheus {redact_url(cfg.url or '')}"
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,6 +25,9 @@ from app.ui.pages import alerts, fleet, incident, overview, target
 ASSETS = Path(__file__).parent / "assets"
 PREFIX = "/ui/"
 
+MAX_CALLBACK_BODY = 1024 * 1024
+"""The largest UI callback request body, bytes."""
+
 
 def _shell(ctx: PageContext) -> html.Div:
     nav = [
@@ -49,9 +52,23 @@ def _shell(ctx: PageContext) -> html.Div:
 
 
 def route(ctx: PageContext, path: str, search: str | None) -> Any:
-    """The layout for a path relative to the UI root (``targets/x``, ``alerts``…)."""
+    """The layout for a path relative to the UI root (``targets/x``, ``alerts``…); a URL
+    whose times cannot be shown (``?to=1e300``) gets a page saying so."""
     q = timerange.query(search)
     parts = [unquote(p) for p in path.strip("/").split("/") if p]
+    try:
+        return _page(ctx, parts, q)
+    except timerange.RangeError as exc:
+        return html.Div(
+            [
+                html.H2("Cannot show this page"),
+                html.P(str(exc), id=ids.PAGE_ERROR, className="card-error"),
+                dcc.Link("back to the overview", href=ctx.relative("/")),
+            ]
+        )
+
+
+def _page(ctx: PageContext, parts: list[str], q: dict[str, str]) -> Any:
     if not parts:
         return overview.layout(ctx)
     if parts[0] == "targets" and len(parts) == 2:
@@ -87,6 +104,9 @@ def build_dash(
         update_title="",
         suppress_callback_exceptions=True,
     )
+    # Callback bodies are small; Flask answers 413 past this, with or without the API's
+    # body limit in front (``phasewatch ui`` runs the UI alone).
+    app.server.config["MAX_CONTENT_LENGTH"] = MAX_CALLBACK_BODY
     ctx = PageContext(
         data=data,
         alerts=alert_feed or NoAlerts(),

@@ -129,13 +129,19 @@ def point_of(w: Window, d: Diagnosis) -> Point:
 def resolution(
     start: float, end: float, *, length: float, step: float, budget: int = DEFAULT_BUDGET
 ) -> tuple[float, float]:
-    """(window length, step) for a range: at most ``budget`` windows, tiling the range."""
+    """(window length, step) for a range: at most ``budget`` windows, tiling the range.
+
+    Past the coarsest of :data:`STEPS` the step is the next multiple of it that fits: a
+    custom range of centuries is still ``budget`` windows, not millions.
+    """
     span = max(end - start, step)
     chosen = step
     for s in (step, *(x for x in STEPS if x > step)):
         chosen = s
         if span / s <= budget:
             break
+    if span / chosen > budget:
+        chosen *= math.ceil(span / chosen / budget)
     return math.ceil(length / chosen - 1e-9) * chosen, chosen
 
 
@@ -318,7 +324,8 @@ class UiData:
 
 
 def _error(info: TargetInfo | None) -> str | None:
-    if info is None or info.up or info.last_error is None:
+    """Why the target is down, or what its last scrape left out (``card.up`` tells)."""
+    if info is None or info.last_error is None:
         return None
     return f"{info.last_error_kind}: {info.last_error}"
 

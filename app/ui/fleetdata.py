@@ -336,6 +336,7 @@ class FleetData:
     ) -> list[SloSeries]:
         """Attainment and budget left over ``(start, end]`` for each SLO of the fleet."""
         step = next((s for s in STEPS if s >= 60 and (end - start) / s <= SLO_POINTS), STEPS[-1])
+        step *= max(1, math.ceil((end - start) / step / SLO_POINTS))  # centuries: still capped
         out = []
         for spec in self.specs_for(key, members):
             rows = self._tracker().series(

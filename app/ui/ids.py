@@ -12,6 +12,7 @@ from typing import Any
 # -- shell ---------------------------------------------------------------------------------
 URL = "url"
 PAGE = "page"
+PAGE_ERROR = "page-error"  # why a URL cannot be shown (a time out of range)
 SOURCE_LABEL = "source-label"
 
 # -- overview -----------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from app.config import Settings
 from app.diagnose import DiagnosisConfig
 from app.fleet.tracker import SloTracker
 from app.pacing import Pacer
+from app.redact import redact_url
 from app.service import diagnosis_config
 from app.ui.alertfeed import AlertFeed, NoAlerts, StoreAlerts
 from app.ui.dashapp import build_dash
@@ -150,7 +151,7 @@ def mount_live(app: FastAPI, settings: Settings, *, warm: bool = True) -> UiData
 
 def _live_label(settings: Settings) -> str:
     if settings.source.kind == "prometheus":
-        return f"live from Prometheus {settings.source.url}"
+        return f"live from Prometheus {redact_url(settings.source.url or '')}"
     return "live"
 
 

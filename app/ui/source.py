@@ -21,6 +21,7 @@ from app.collector import TargetState, process
 from app.config import ScrapeConfig, TargetConfig
 from app.diagnose.facts import READ_HISTOGRAMS
 from app.model import IntervalDelta, StreamSnapshot, Window
+from app.redact import redact_url
 from app.scrape.client import read_file
 from app.sources.prometheus import TargetHistory
 from app.store.sqlite import ScrapeRecord, Store
@@ -38,6 +39,7 @@ class TargetInfo:
     name: str
     url: str
     up: bool
+    # Why it is down, or (while up) what its last scrape left out (PARTIAL_KINDS).
     last_error: str | None
     last_error_kind: str | None
     models: tuple[str, ...]
@@ -218,10 +220,12 @@ def live_targets(states: Callable[[], dict[str, TargetState]]) -> Callable[[], l
             out.append(
                 TargetInfo(
                     name=state.config.name,
-                    url=state.config.url,
+                    url=redact_url(state.config.url),
                     up=bool(rec and rec.ok),
-                    last_error=rec.error if rec and not rec.ok else None,
-                    last_error_kind=rec.error_kind if rec and not rec.ok else None,
+                    last_error=rec.error if rec and (not rec.ok or state.problems) else None,
+                    last_error_kind=(
+                        rec.error_kind if rec and (not rec.ok or state.problems) else None
+                    ),
                     models=tuple(sorted(snap.streams)) if snap else (),
                 )
             )
@@ -262,8 +266,8 @@ def replay_into(store: Store, folder: str | Path, target: str) -> tuple[TargetIn
         name=target,
         url=str(path),
         up=bool(rec and rec.ok),
-        last_error=rec.error if rec and not rec.ok else None,
-        last_error_kind=rec.error_kind if rec and not rec.ok else None,
+        last_error=rec.error if rec and (not rec.ok or state.problems) else None,
+        last_error_kind=rec.error_kind if rec and (not rec.ok or state.problems) else None,
         models=tuple(sorted(last)),
     )
     return info, pages[0][0], pages[-1][0]

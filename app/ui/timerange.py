@@ -2,18 +2,22 @@
 
 Custom bounds are typed as UTC (``2026-11-29 09:05`` or with seconds, or a Unix time);
 :func:`resolve` turns the control's values into ``(start, end)`` Unix seconds or says
-what is wrong with them.
+what is wrong with them, and :func:`url_times` does the same for a page URL's ``at``,
+``from`` and ``to``. A time is 1970 to the end of 9999 (what ``datetime`` shows):
+``to=1e300`` is "time out of range", not an OverflowError and a blank page.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs
 
 from dash import Dash, Input, Output, State, dcc, html, no_update
+
+from app.queries import LATEST_TIME
 
 PRESETS: dict[str, float] = {"15m": 900.0, "1h": 3600.0, "6h": 21600.0, "24h": 86400.0}
 CUSTOM = "custom"
@@ -25,25 +29,45 @@ class RangeError(ValueError):
     """A custom range that cannot be used; the message says why."""
 
 
-def parse_time(text: str | None) -> float | None:
-    """UTC ``YYYY-MM-DD HH:MM[:SS]`` (or ``T``), or Unix seconds; None when blank."""
+def parse_time(text: str | None, name: str | None = None) -> float | None:
+    """UTC ``YYYY-MM-DD HH:MM[:SS]`` (or ``T``), or Unix seconds; None when blank.
+
+    RangeError for anything else (``nan``, ``inf``, words) and for a time before 1970 or
+    after 9999; its message names ``name=text`` when a ``name`` is given.
+    """
     if text is None or not str(text).strip():
         return None
+    shown = f"{name}={text}" if name else repr(text)
     s = str(text).strip().removesuffix("Z").removesuffix(" UTC")
     try:
         value = float(s)
     except ValueError:
         pass
     else:
-        if math.isfinite(value):
-            return value
-        raise RangeError(f"not a time: {text!r}")
+        if not math.isfinite(value):
+            raise RangeError(f"not a time: {shown}")
+        return _in_range(value, shown)
     for fmt in _FORMATS + tuple(f + ".%f" for f in _FORMATS if f.endswith("%S")):
         try:
-            return datetime.strptime(s, fmt).replace(tzinfo=UTC).timestamp()
+            parsed = datetime.strptime(s, fmt).replace(tzinfo=UTC)
         except ValueError:
             continue
-    raise RangeError(f"not a time: {text!r} (use YYYY-MM-DD HH:MM, UTC)")
+        return _in_range(parsed.timestamp(), shown)
+    raise RangeError(f"not a time: {shown} (use YYYY-MM-DD HH:MM, UTC)")
+
+
+def _in_range(value: float, shown: str) -> float:
+    if not 0.0 <= value <= LATEST_TIME:
+        raise RangeError(f"time out of range: {shown}")
+    return value
+
+
+def url_times(q: Mapping[str, str], *names: str) -> tuple[float | None, ...]:
+    """The times in URL parameters ``names`` (None when absent), in that order.
+
+    RangeError names the first that is not a time: ``time out of range: to=1e300``.
+    """
+    return tuple(parse_time(q.get(n), n) for n in names)
 
 
 def fmt_time(ts: float) -> str:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
 
 from app.api.deps import ServiceDep
+from app.api.params import DEFAULT_LIMIT, Limit, PageDep, UnixTime
 
 router = APIRouter(tags=["alerts"])
 
@@ -17,12 +18,15 @@ _ORDER = {"firing": 0, "pending": 1, "inactive": 2}
 @router.get("/alerts")
 def list_alerts(
     service: ServiceDep,
+    page: PageDep,
+    response: Response,
     state: Annotated[str | None, Query(pattern="^(pending|firing)$")] = None,
     include_resolved: Annotated[
         bool, Query(description="also resolved alerts still kept for receivers")
     ] = False,
 ) -> list[dict[str, Any]]:
-    """Pending and firing alerts (firing first), with the silence that mutes each, if any."""
+    """Pending and firing alerts (firing first), with the silence that mutes each, if any;
+    one page of them (``limit``, ``offset``; ``X-Total-Count``: all)."""
     engine = service.alerting.engine
     silenced = engine.silenced_lookup(time.time())
     out = []
@@ -35,18 +39,18 @@ def list_alerts(
         item["silencedBy"] = silenced(alert.labels) if alert.state == "firing" else None
         out.append(item)
     out.sort(key=lambda a: (_ORDER[a["state"]], a["activeAt"], a["alertname"]))
-    return out
+    return page.take(out, response)
 
 
 @router.get("/alerts/history")
 def alert_history(
     service: ServiceDep,
-    start: Annotated[float | None, Query(description="Unix seconds; default end - 24 h")] = None,
-    end: Annotated[float | None, Query(description="Unix seconds; default now")] = None,
+    start: Annotated[UnixTime | None, Query(description="Unix seconds; default end - 24 h")] = None,
+    end: Annotated[UnixTime | None, Query(description="Unix seconds; default now")] = None,
     alertname: str | None = None,
     target: str | None = None,
     state: Annotated[str | None, Query(pattern="^(pending|firing|resolved)$")] = None,
-    limit: Annotated[int, Query(ge=1, le=10000)] = 1000,
+    limit: Limit = DEFAULT_LIMIT,
 ) -> list[dict[str, Any]]:
     """State transitions (pending, firing, resolved), newest first."""
     end_ts = time.time() if end is None else end

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Query
 
 from app.api.deps import ServiceDep
+from app.api.params import DEFAULT_LIMIT, Limit, UnixTime
 
 router = APIRouter(tags=["diagnoses"])
 
@@ -22,9 +23,9 @@ def list_diagnoses(
     service: ServiceDep,
     target: Annotated[str, Query(description="target name")],
     model: Annotated[str | None, Query(description="model_name; all models if omitted")] = None,
-    start: Annotated[float | None, Query(description="Unix seconds; default end - 1 h")] = None,
-    end: Annotated[float | None, Query(description="Unix seconds; default now")] = None,
-    limit: Annotated[int, Query(ge=1, le=100000)] = 10000,
+    start: Annotated[UnixTime | None, Query(description="Unix seconds; default end - 1 h")] = None,
+    end: Annotated[UnixTime | None, Query(description="Unix seconds; default now")] = None,
+    limit: Limit = DEFAULT_LIMIT,
 ) -> list[dict[str, Any]]:
     """Stored diagnoses with ``start < end <= end``, oldest first."""
     end_ts = time.time() if end is None else end

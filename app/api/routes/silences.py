@@ -1,6 +1,14 @@
 """``/api/v1/silences``: mute notifications of matching alerts until a time.
 
-Writes need ``Authorization: Bearer <api_token>``; reads do not.
+Writes need ``Authorization: Bearer <api_token>``; reads do not. The token is checked
+before the body is read (``TokenFirstRoute``), and the body is capped at ``MAX_BODY``
+bytes (``app.api.limits``), so an unauthenticated client gets 401 however large or
+malformed its body.
+
+Limits, all in the OpenAPI schema, answered 422: at most 64 matchers, names of 128 and
+values of 1024 characters, ``createdBy`` 256 and ``comment`` 4096 characters; times are
+finite Unix seconds or RFC 3339 with an offset, ``startsAt`` no more than a day back,
+``endsAt`` after now and at most ten years ahead.
 """
 
 from __future__ import annotations
@@ -9,49 +17,98 @@ import time
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query
+from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel, Field
 
 from app.alerts.rules import parse_duration
-from app.alerts.silences import new_silence, parse_matcher
-from app.api.auth import WriteAuthDep
+from app.alerts.silences import (
+    MAX_MATCHERS,
+    MAX_NAME_CHARS,
+    MAX_VALUE_CHARS,
+    new_silence,
+    parse_matcher,
+)
+from app.api.auth import TokenFirstRoute, WriteAuthDep
 from app.api.deps import ServiceDep
+from app.api.params import PageDep
 
-router = APIRouter(tags=["silences"])
+router = APIRouter(tags=["silences"], route_class=TokenFirstRoute)
+
+# The largest silence the field limits allow is about 80 kB of plain JSON.
+MAX_BODY = 128 * 1024
+
+
+class MatcherIn(BaseModel):
+    """One matcher in Alertmanager's shape."""
+
+    name: str = Field(max_length=MAX_NAME_CHARS, description="a label name")
+    value: str = Field(
+        max_length=MAX_VALUE_CHARS,
+        description="with isRegex an RE2 pattern (as in Alertmanager), anchored at both ends",
+    )
+    isRegex: bool = False
+    isEqual: bool = True
+
+
+MatcherText = Annotated[
+    str,
+    Field(
+        max_length=MAX_NAME_CHARS + 2 * MAX_VALUE_CHARS + 16,
+        description='name="value" (or !=, =~, !~)',
+    ),
+]
+Time = Annotated[float, Field(allow_inf_nan=False)] | Annotated[str, Field(max_length=40)]
 
 
 class SilenceCreate(BaseModel):
     """Alertmanager's silence shape; times as Unix seconds or RFC 3339."""
 
-    matchers: list[dict[str, Any] | str] = Field(
+    matchers: list[MatcherIn | MatcherText] = Field(
+        max_length=MAX_MATCHERS,
         description='[{"name": "alertname", "value": "X", "isRegex": false, "isEqual": true}] '
-        'or ["alertname=\\"X\\""]'
+        'or ["alertname=\\"X\\""]',
     )
-    startsAt: float | str | None = Field(None, description="default now")
-    endsAt: float | str | None = Field(None, description="give endsAt or duration")
-    duration: str | None = Field(None, description='e.g. "2h", from startsAt')
-    createdBy: str = "api"
-    comment: str = ""
+    startsAt: Time | None = Field(None, description="default now; at most a day back")
+    endsAt: Time | None = Field(
+        None, description="give endsAt or duration; after now, at most ten years ahead"
+    )
+    duration: str | None = Field(None, max_length=32, description='e.g. "2h", from startsAt')
+    createdBy: str = Field("api", max_length=256)
+    comment: str = Field("", max_length=4096)
 
 
 def _time(value: float | str, name: str) -> float:
     if isinstance(value, int | float):
         return float(value)
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        parsed = datetime.fromisoformat(value)
     except ValueError:
         raise HTTPException(422, f"{name}: not Unix seconds or an RFC 3339 time") from None
+    if parsed.tzinfo is None:
+        raise HTTPException(422, f"{name}: an RFC 3339 time needs an offset (Z or +hh:mm)")
+    try:
+        return parsed.timestamp()
+    except (OverflowError, ValueError, OSError):
+        raise HTTPException(422, f"{name}: time out of range") from None
 
 
 @router.get("/silences")
 def list_silences(
     service: ServiceDep,
+    page: PageDep,
+    response: Response,
     include_expired: Annotated[bool, Query()] = False,
 ) -> list[dict[str, Any]]:
-    """Active and pending silences (newest first); expired ones too when asked."""
+    """Active, pending and invalid silences (newest first); expired ones too when asked;
+    one page of them (``limit``, ``offset``; ``X-Total-Count``: all).
+
+    An invalid silence (a stored regex RE2 refuses) silences nothing; its ``error`` says
+    why, and DELETE removes it.
+    """
     now = time.time()
     repo = service.alerting.engine.silences
-    return [s.to_dict(now) for s in repo.list(since=None if include_expired else now)]
+    listed = repo.list(since=None if include_expired else now)
+    return [s.to_dict(now) for s in page.take(listed, response)]
 
 
 @router.post("/silences")
@@ -70,15 +127,14 @@ def create_silence(body: SilenceCreate, service: ServiceDep, _: WriteAuthDep) ->
             raise HTTPException(422, f"duration: {exc}") from None
     else:
         raise HTTPException(422, "give endsAt or duration")
-    if ends <= now:
-        raise HTTPException(422, "endsAt is in the past")
     try:
         silence = new_silence(
-            [parse_matcher(m) for m in body.matchers],
+            [parse_matcher(m if isinstance(m, str) else m.model_dump()) for m in body.matchers],
             starts_at=starts,
             ends_at=ends,
             created_by=body.createdBy,
             comment=body.comment,
+            now=now,
         )
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None

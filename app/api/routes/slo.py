@@ -6,9 +6,10 @@ import asyncio
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Path, Query
+from fastapi import APIRouter, HTTPException, Path, Query, Response
 
 from app.api.deps import ServiceDep
+from app.api.params import HistoryKeptDep, PageDep, Seconds, Step, UnixTime
 
 router = APIRouter(tags=["slos"])
 
@@ -16,35 +17,45 @@ MAX_POINTS = 1000
 
 
 @router.get("/slos")
-async def list_slos(service: ServiceDep) -> list[dict[str, Any]]:
+async def list_slos(service: ServiceDep, page: PageDep, response: Response) -> list[dict[str, Any]]:
     """Every SLO on every fleet it selects, now: objectives, target, period, burn rates per
     window (5m … 1d), the counts behind them (attainment per objective, interpolated
-    flags, error and abort shares), the latest window per replica, and the budget left."""
+    flags, error and abort shares), the latest window per replica, and the budget left;
+    one page of them (``limit``, ``offset``; ``X-Total-Count``: all)."""
     statuses = await asyncio.to_thread(service.evaluate_slos, time.time())
-    return [s.to_dict() for s in statuses]
+    return [s.to_dict() for s in page.take(statuses, response)]
 
 
 @router.get("/slos/{name}/history")
 async def slo_history(
     service: ServiceDep,
+    kept: HistoryKeptDep,
     name: Annotated[str, Path(description="SLO name")],
     fleet: Annotated[
         str | None, Query(description="fleet name; the SLO's only one if omitted")
     ] = None,
-    start: Annotated[float | None, Query(description="Unix seconds; default end - 24 h")] = None,
-    end: Annotated[float | None, Query(description="Unix seconds; default now")] = None,
-    step: Annotated[float | None, Query(gt=0, description="seconds between points")] = None,
-    window: Annotated[float | None, Query(gt=0, description="attainment window, seconds")] = None,
+    start: Annotated[UnixTime | None, Query(description="Unix seconds; default end - 24 h")] = None,
+    end: Annotated[UnixTime | None, Query(description="Unix seconds; default now")] = None,
+    step: Annotated[Step | None, Query(description="seconds between points")] = None,
+    window: Annotated[
+        Seconds | None, Query(description="attainment window, seconds; at most the history kept")
+    ] = None,
 ) -> dict[str, Any]:
     """Attainment and burn rate over ``window`` (default ``step``) and budget left, every
-    ``step`` (default: 200 points), oldest first."""
+    ``step`` (default: 200 points, at most ``MAX_POINTS``), oldest first."""
     end_ts = time.time() if end is None else end
     start_ts = end_ts - 86400.0 if start is None else start
     if end_ts <= start_ts:
         raise HTTPException(422, "end must be after start")
     step_s = step or max(60.0, (end_ts - start_ts) / 200)
     if (end_ts - start_ts) / step_s > MAX_POINTS:
-        raise HTTPException(422, f"more than {MAX_POINTS} points: use a larger step")
+        raise HTTPException(422, f"more than {MAX_POINTS:,} points: use a larger step")
+    if window is not None and window > kept:
+        raise HTTPException(
+            422,
+            f"window {window:g} s is longer than the {kept:g} s of history kept "
+            "(storage.retention_days)",
+        )
     tracker = service.alerting.engine.slos.tracker
     labels_of = {t.name: dict(t.labels) for t in service.settings.targets}
     specs = [s for s in tracker.specs if s.name == name]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
 from app.api.deps import ServiceDep
+from app.api.params import PageDep
+from app.redact import redact_url
 
 router = APIRouter(tags=["targets"])
 
@@ -22,19 +24,23 @@ class TargetPublic(BaseModel):
     parse_errors: int
     metrics_disabled: bool
     models: list[str]
+    # Kinds of what the last scrape left out while the target stayed up (the first is
+    # ``last_error_kind``): too_many_streams, invalid_values, duplicate_series.
+    problems: list[str] = []
 
 
 @router.get("/targets", response_model=list[TargetPublic])
-def list_targets(service: ServiceDep) -> list[TargetPublic]:
-    """List targets with whether the last scrape succeeded and, if not, why."""
+def list_targets(service: ServiceDep, page: PageDep, response: Response) -> list[TargetPublic]:
+    """List targets with whether the last scrape succeeded and, if not, why; one page of
+    them in configuration order (``limit``, ``offset``; ``X-Total-Count``: all)."""
     out = []
-    for state in service.collector.states.values():
+    for state in page.take(list(service.collector.states.values()), response):
         rec = state.last_record
         snap = state.last_ok
         out.append(
             TargetPublic(
                 name=state.config.name,
-                url=state.config.url,
+                url=redact_url(state.config.url),
                 labels=state.config.labels,
                 up=bool(rec and rec.ok),
                 last_error=rec.error if rec else None,
@@ -44,6 +50,7 @@ def list_targets(service: ServiceDep) -> list[TargetPublic]:
                 parse_errors=rec.parse_errors if rec else 0,
                 metrics_disabled=state.metrics_disabled,
                 models=sorted(snap.streams) if snap else [],
+                problems=list(state.problems),
             )
         )
     return out

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, HTTPException, Query, Response
+from fastapi import APIRouter, HTTPException, Query, Request, Response
 
 from app.api.deps import ServiceDep
-from app.queries import QueryError
+from app.api.disconnect import run_while_connected
+from app.api.params import HistoryKeptDep, Seconds, Step, UnixTime, json_answer
+from app.queries import QueryError, windows_body
 
 router = APIRouter(tags=["windows"])
 _SHAPE: dict[str, Any] = {
@@ -18,42 +21,52 @@ _SHAPE: dict[str, Any] = {
 
 
 @router.get("/windows", response_class=Response, responses={200: _SHAPE})
-def get_windows(
+async def get_windows(
+    request: Request,
     service: ServiceDep,
+    kept: HistoryKeptDep,
     target: Annotated[str, Query(description="target name")],
     model: Annotated[str | None, Query(description="model_name; all models if omitted")] = None,
-    start: Annotated[float | None, Query(description="Unix seconds; default end - 1 h")] = None,
-    end: Annotated[float | None, Query(description="Unix seconds; default now")] = None,
-    window: Annotated[float | None, Query(gt=0, description="window length, seconds")] = None,
-    step: Annotated[float | None, Query(gt=0, description="step between windows, seconds")] = None,
+    start: Annotated[UnixTime | None, Query(description="Unix seconds; default end - 1 h")] = None,
+    end: Annotated[UnixTime | None, Query(description="Unix seconds; default now")] = None,
+    window: Annotated[
+        Seconds | None, Query(description="window length, seconds; at most the history kept")
+    ] = None,
+    step: Annotated[Step | None, Query(description="step between windows, seconds")] = None,
 ) -> Response:
     """Return one object per window and stream, oldest first.
 
-    Windows that can no longer change are kept encoded (:class:`app.queries.WindowCache`),
-    so asking for the same day again computes only the newest windows.
+    At most ``app.queries.MAX_WINDOWS`` windows over all streams per request, and a
+    window no longer than the history kept (422 beyond either, before any work). Windows
+    that can no longer change are kept encoded (:class:`app.queries.WindowCache`), so
+    asking for the same day again computes only the newest windows. A client that
+    disconnects stops the work between streams.
     """
     if target not in service.collector.states:
         raise HTTPException(404, f"unknown target {target!r}")
     cfg = service.settings.window
     end_ts = time.time() if end is None else end
     start_ts = end_ts - 3600.0 if start is None else start
-    streams = [m for t, m in service.store.streams(target) if model is None or m == model]
-    out: list[tuple[float, str, bytes]] = []
+    length, step_s = window or cfg.length, step or cfg.step
+
+    def work(cancel: threading.Event) -> bytes:
+        models = [m for _, m in service.store.streams(target) if model is None or m == model]
+        return windows_body(
+            service.window_cache,
+            service.store,
+            target,
+            models,
+            start=start_ts,
+            end=end_ts,
+            length=length,
+            step=step_s,
+            now=time.time(),
+            max_length=kept,
+            cancel=cancel,
+        )
+
     try:
-        for model_name in streams:
-            ws = service.window_cache.windows(
-                service.store,
-                target,
-                model_name,
-                start=start_ts,
-                end=end_ts,
-                length=window or cfg.length,
-                step=step or cfg.step,
-                now=time.time(),
-            )
-            out.extend((e, model_name, body) for e, body in ws)
+        body = await run_while_connected(request, work)
     except QueryError as exc:
         raise HTTPException(422, str(exc)) from exc
-    out.sort(key=lambda w: (w[0], w[1]))
-    body = b"[" + b",".join(b for _, _, b in out) + b"]"
-    return Response(body, media_type="application/json")
+    return json_answer(body)

@@ -32,20 +32,11 @@ def _fleets(ctx_: PageContext, model: str) -> dict[str, tuple[FleetKey, list[str
     return {k.name: (k, m) for k, m in ctx_.fleets.of_model(model).items()}
 
 
-def _float(text: str | None) -> float | None:
-    try:
-        value = float(text) if text is not None else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) else None
-
-
 def layout(ctx_: PageContext, model: str, q: dict[str, str]) -> html.Div:
     names = sorted(_fleets(ctx_, model))
     fleet = q.get("fleet") if q.get("fleet") in names else (names[0] if names else None)
     now = ctx_.data.now()
-    at = _float(q.get("at"))
-    start, end = _float(q.get("from")), _float(q.get("to"))
+    at, start, end = timerange.url_times(q, "at", "from", "to")
     bounded = ctx_.data.source.span() is not None
     choice = timerange.ALL if bounded else "1h"
     if at is not None:

@@ -38,8 +38,7 @@ def layout(ctx_: PageContext, q: dict[str, str]) -> html.Div:
             wanted = [(t, m) for t, m in wanted if m == q["model"]] or wanted
         if len(wanted) == 1:
             chosen = _stream_value(*wanted[0])
-    start = _float(q.get("from"))
-    end = _float(q.get("to"))
+    start, end = timerange.url_times(q, "from", "to")
     custom = start is not None and end is not None and end > start
     bounded = ctx_.data.source.span() is not None
     choice = timerange.CUSTOM if custom else (timerange.ALL if bounded else "6h")
@@ -108,13 +107,6 @@ def skeleton(
         ],
         className="page-incident",
     )
-
-
-def _float(text: str | None) -> float | None:
-    try:
-        return float(text) if text is not None else None
-    except ValueError:
-        return None
 
 
 def _peak_text(s: Spike, signal: str) -> str:

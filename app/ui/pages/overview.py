@@ -102,7 +102,8 @@ def card_view(
         )
     ]
     if card.error:
-        body.append(html.Div(["down: ", card.error], className="card-error"))
+        state = "partial: " if card.up else "down: "  # partial: the page was used
+        body.append(html.Div([state, card.error], className="card-error"))
     d, p = card.diagnosis, card.point
     if d is not None and p is not None:
         body.append(badge(card.cls, None if d.sub_cause is None else str(d.sub_cause)))
@@ -131,7 +132,7 @@ def card_view(
         )
         body.append(mini_band(card.recent, ctx.data.step, start=now - RECENT_S, end=now))
         body.extend(budget_lines(budgets or []))
-    elif not card.error:
+    elif card.up or not card.error:
         body.append(badge("insufficient_data"))
         body.append(html.Div("no data yet", className="muted"))
     alerts = (

@@ -29,8 +29,7 @@ def layout(ctx_: PageContext, target: str, q: dict[str, str]) -> html.Div:
     models = _models(ctx_, target)
     model = q.get("model") if q.get("model") in models else (models[0] if models else None)
     now = ctx_.data.now()
-    at = _float(q.get("at"))
-    start, end = _float(q.get("from")), _float(q.get("to"))
+    at, start, end = timerange.url_times(q, "at", "from", "to")
     bounded = ctx_.data.source.span() is not None
     choice = "1h"
     if at is not None:
@@ -136,14 +135,6 @@ def view(
         ],
         className="page-target-view",
     )
-
-
-def _float(text: str | None) -> float | None:
-    try:
-        value = float(text) if text is not None else None
-    except ValueError:
-        return None
-    return value if value is not None and math.isfinite(value) else None
 
 
 def clicked_time(click: dict[str, Any] | None) -> float | None:
