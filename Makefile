@@ -48,11 +48,16 @@ test-vllm: $(STAMP)
 	bash tests/vllm_real/run.sh $(VENV)/vllm $(BIN)/python
 
 # Property-based fuzzing (tests/test_fuzz.py) of the parser and histogram_quantile with
-# 10,000 examples per property (`make test` runs the same properties with 200).
+# 10,000 examples per property (`make test` runs the same properties with 200), and the
+# HTTP API from its OpenAPI schema (tests/test_api_fuzz.py, schemathesis) with 500 random
+# examples per operation (`make test`: 12, derandomised).
 FUZZ_EXAMPLES ?= 10000
+API_FUZZ_EXAMPLES ?= 500
 fuzz: $(STAMP)
 	PHASEWATCH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz.py \
 	  --hypothesis-show-statistics
+	PHASEWATCH_API_FUZZ_EXAMPLES=$(API_FUZZ_EXAMPLES) $(BIN)/python -m pytest -q \
+	  tests/test_api_fuzz.py
 
 # Soak (bench/soak.py): the simulator's fleet and loopback fault targets, SOAK_TARGETS in
 # all, faults switched on and off at random, the service and a webhook receiver, for
