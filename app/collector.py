@@ -31,9 +31,9 @@ from app.config import Settings, TargetConfig
 from app.model import PARTIAL_KINDS, ErrorKind, IntervalDelta, Snapshot, StreamSnapshot
 from app.scrape.admission import StreamAdmission
 from app.scrape.client import ClientPool, FetchResult, fetch, read_file
-from app.scrape.normalize import normalize
-from app.scrape.parse import LabelCache, looks_like_prometheus, parse
-from app.store.sqlite import ScrapeRecord, Store, error_kind
+from app.scrape.reader import PageReader
+from app.store.health import error_kind
+from app.store.sqlite import ScrapeRecord, Store
 from app.windows.delta import layout_changed, snapshot_deltas
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,15 @@ class TargetState:
     streams: dict[str, StreamSnapshot] = field(default_factory=dict)
     # Kinds of what the last scrape left out (``PARTIAL_KINDS``), first one first.
     problems: tuple[str, ...] = ()
+    # The caches of a target processed on its own (a replay, ``phasewatch diagnose``),
+    # made on first use; a Collector reads every target through its own instead.
+    reader: PageReader | None = field(default=None, repr=False, compare=False)
+
+    def own_reader(self) -> PageReader:
+        """This target's own page reader, made on first use."""
+        if self.reader is None:
+            self.reader = PageReader()
+        return self.reader
 
 
 @dataclass(frozen=True)
@@ -76,14 +85,18 @@ def process(
     now: float,
     *,
     max_series: int | None = None,
-    cache: LabelCache | None = None,
+    reader: PageReader | None = None,
     admission: StreamAdmission | None = None,
 ) -> Outcome:
     """Turn a fetch result into a scrape record, a snapshot and interval deltas.
 
-    ``admission``: the stream caps new streams must fit under (none: every stream).
+    ``reader``: the caches pages are read through (none: the target's own,
+    ``state.own_reader()``). ``admission``: the stream caps new streams must fit under
+    (none: every stream).
     """
     name = state.config.name
+    if reader is None:
+        reader = state.own_reader()
 
     def failed(kind: ErrorKind, msg: str, parse_errors: int = 0) -> Outcome:
         state.problems = ()
@@ -94,9 +107,9 @@ def process(
 
     if result.error_kind is not None or result.text is None:
         return failed(result.error_kind or ErrorKind.OTHER, result.error or "no body")
-    if not looks_like_prometheus(result.text):
+    if not reader.looks_like_prometheus(result.text):
         return failed(ErrorKind.NOT_PROMETHEUS, "the page is not Prometheus text format")
-    parsed = parse(result.text, cache=cache)
+    parsed = reader.parse(result.text)
     if max_series is not None and len(parsed.samples) > max_series:
         return failed(
             ErrorKind.TOO_MANY_SERIES,
@@ -107,7 +120,7 @@ def process(
         # A live page that ends mid-line was cut in transit: series it lost would come
         # back next time as phantom increases. Keep the last good snapshot instead.
         return failed(ErrorKind.TRUNCATED, "the page ends in the middle of a line", parsed.errors)
-    snap = normalize(parsed, target=name, ts=now)
+    snap = reader.normalize(parsed, target=name, ts=now)
     if admission is not None:
         snap = admission.admit(snap)
     deltas: list[IntervalDelta] = []
@@ -215,9 +228,10 @@ class Collector:
         self.client = client  # closed by its owner
         self.clients = client if isinstance(client, ClientPool) else ClientPool.of(client)
         self.states = {t.name: TargetState(t) for t in settings.targets}
-        # A template per target's page layout (each page names its own target's model):
-        # the process-wide cache holds 256, too few for a fleet.
-        self.parse_cache = LabelCache(
+        # The caches every target's pages are read through. A template per target's page
+        # layout (each page names its own target's model): a default cache holds 256,
+        # too few for a fleet.
+        self.reader = PageReader(
             max_templates=len(self.states) + TEMPLATE_SLACK, eager_templates=True
         )
         self.admission = StreamAdmission(
@@ -264,7 +278,7 @@ class Collector:
                 result,
                 ts,
                 max_series=self.settings.scrape.max_series,
-                cache=self.parse_cache,
+                reader=self.reader,
                 admission=self.admission,
             )
         except Exception as exc:  # a parser bug must not stop the other targets

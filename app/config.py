@@ -97,16 +97,10 @@ class SloValues(_Strict):
 
 
 class SloConfig(SloValues):
-    """Default SLOs plus overrides keyed by target name or model name."""
+    """Default SLOs plus overrides keyed by target name or model name (a target key beats
+    a model key; resolved per stream by ``app.evaluate.settings``)."""
 
     overrides: dict[str, SloValues] = Field(default_factory=dict)
-
-    def for_stream(self, target: str, model_name: str) -> SloValues:
-        """Return the SLO for a stream: a target override wins over a model override."""
-        for key in (target, model_name):
-            if key in self.overrides:
-                return self.overrides[key]
-        return SloValues(ttft_p99=self.ttft_p99, itl_p99=self.itl_p99)
 
 
 class StorageConfig(_Strict):

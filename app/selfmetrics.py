@@ -111,7 +111,7 @@ class StreamMetrics:
 
 def build_stream_metrics(registry: CollectorRegistry) -> StreamMetrics:
     """Register the per-stream gauges (documented in the README) in ``registry``."""
-    from app.diagnose.records import DiagnosisClass
+    from app.diagnose.classes import DiagnosisClass
 
     def gauge(name: str, text: str, extra: tuple[str, ...] = ()) -> Gauge:
         return Gauge(name, text, [*STREAM_LABELS, *extra], registry=registry)

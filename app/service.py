@@ -22,7 +22,8 @@ from app.alerts.outbox import ReceiverHealth
 from app.alerts.runtime import Alerting
 from app.collector import Collector
 from app.config import Settings
-from app.diagnose import Diagnosis, DiagnosisConfig, SloOverride, diagnose
+from app.diagnose import Diagnosis, diagnose
+from app.evaluate.settings import diagnosis_config as diagnosis_config  # app/cli/ imports it
 from app.fleet.slo import attainment
 from app.fleet.tracker import SloStatus
 from app.model import Window
@@ -40,7 +41,8 @@ from app.selfmetrics import (
     update_slo_metrics,
     update_stream_metrics,
 )
-from app.store.sqlite import Store, error_kind
+from app.store.health import error_kind
+from app.store.sqlite import Store
 from app.windows.aggregate import window
 
 log = logging.getLogger(__name__)
@@ -101,13 +103,17 @@ class Service:
             )
             self.collector = Collector(settings, self.store, self.scrape_clients)
         self.metrics: SelfMetrics = build_self_metrics()
+        self.diagnosis_config = diagnosis_config(settings)
         self.alerting = Alerting(
-            settings, self.store, getattr(self.collector, "states", None), self.metrics.registry
+            settings,
+            self.store,
+            getattr(self.collector, "states", None),
+            self.metrics.registry,
+            config=self.diagnosis_config,
         )
         self.stream_metrics: StreamMetrics = build_stream_metrics(self.metrics.registry)
         self.slo_metrics = build_slo_metrics(self.metrics.registry)
         self.latest_slos: list[SloStatus] = []
-        self.diagnosis_config = diagnosis_config(settings)
         self.latest_readings: list[StreamReading] = []
         self.window_cache = WindowCache(settings.scrape.interval + settings.scrape.timeout + 1.0)
         self.metrics.targets.set(len(settings.targets))
@@ -348,19 +354,6 @@ class Service:
             await aclose()
         await self.alerting.aclose()
         self.store.close()
-
-
-def diagnosis_config(settings: Settings) -> DiagnosisConfig:
-    """The diagnosis thresholds with the configured SLOs (a target key beats a model key)."""
-    overrides: list[SloOverride] = []
-    for key, v in settings.slo.overrides.items():
-        overrides.append(SloOverride(target=key, ttft_p99=v.ttft_p99, itl_p99=v.itl_p99))
-        overrides.append(SloOverride(model_name=key, ttft_p99=v.ttft_p99, itl_p99=v.itl_p99))
-    return DiagnosisConfig(
-        slo_ttft_p99=settings.slo.ttft_p99,
-        slo_itl_p99=settings.slo.itl_p99,
-        slo_overrides=tuple(overrides),
-    )
 
 
 def _reading(w: Window, d: Diagnosis) -> StreamReading:

@@ -41,7 +41,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from app.diagnose.records import PROBLEM_CLASSES  # noqa: E402
+from app.diagnose.classes import PROBLEM_CLASSES  # noqa: E402
 from app.diagnose.replay import diagnose_recording  # noqa: E402
 from app.sim.record import record  # noqa: E402
 from app.sim.scenario import available, from_tree, read_tree  # noqa: E402

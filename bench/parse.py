@@ -39,7 +39,8 @@ sys.path.insert(0, str(ROOT))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from app.scrape.parse import LabelCache, parse  # noqa: E402
+from app.scrape.cache import ParseCache  # noqa: E402
+from app.scrape.parse import parse  # noqa: E402
 
 # A copy of shared/fixtures/vllm-generated kept in the repo.
 PAGE = (
@@ -85,8 +86,8 @@ def main() -> None:
     text = PAGE.read_text()
     same = [variant(text, 1.0 + k, distinct=False) for k in range(VARIANTS)]
     distinct = [variant(text, 1.0 + k, distinct=True) for k in range(VARIANTS)]
-    warm_cache, warm_all_cache, warm_distinct_cache = LabelCache(), LabelCache(), LabelCache()
-    no_template_cache = LabelCache(max_templates=0)
+    warm_cache, warm_all_cache, warm_distinct_cache = ParseCache(), ParseCache(), ParseCache()
+    no_template_cache = ParseCache(max_templates=0)
     for _ in range(2):  # the previous scrapes of this target
         parse(text, cache=warm_cache)
         parse(text, prefix=None, cache=warm_all_cache)
@@ -94,7 +95,7 @@ def main() -> None:
         parse(text, cache=no_template_cache)
     runs: dict[str, tuple[Callable[[str], object], list[str]]] = {
         "prometheus_client_ms": (reference, same),
-        "phasewatch_ms_cold": (lambda t: parse(t, cache=LabelCache()), same),
+        "phasewatch_ms_cold": (lambda t: parse(t, cache=ParseCache()), same),
         "phasewatch_ms_warm": (lambda t: parse(t, cache=warm_cache), same),
         "phasewatch_ms_warm_no_template": (lambda t: parse(t, cache=no_template_cache), same),
         "phasewatch_ms_warm_all_families": (
@@ -117,7 +118,7 @@ def main() -> None:
             times[name].append(timed(fn, pages))
     median = {name: statistics.median(values) for name, values in times.items()}
 
-    result = parse(text, cache=LabelCache())
+    result = parse(text, cache=ParseCache())
     print(f"page_bytes: {len(text.encode())}")
     print(f"page_lines: {text.count(chr(10))}")
     print(f"vllm_samples: {len(result.samples)}")

@@ -124,7 +124,7 @@ def wait_for(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float 
 def simulator(args: argparse.Namespace, tmp: Path) -> Iterator[tuple[int, str]]:
     """The simulator's fleet in its own process: (PID, base URL)."""
     log = tmp / "sim.log"
-    argv = [sys.executable, "-m", "app.sim.cli", "--scenario", args.scenario, "--port", "0"]
+    argv = [sys.executable, "-m", "app.cli", "sim", "--scenario", args.scenario, "--port", "0"]
     argv += ["--replicas", str(args.targets), "--engines", str(min(args.engines, args.targets))]
     argv += ["--page-tick", "1"]  # each engine rendered once a second, not once a request
     if not args.shared_model:

@@ -1,7 +1,7 @@
 """How the SLO count cache grows with the days of history, per stream.
 
 ``SloTracker`` keeps each stream's SLO counts in 5-minute chunks for a day and in whole
-hours for the budget period (``app.fleet.tracker``). This builds one stream's history of
+hours for the budget period (``app.fleet.count_cache``). This builds one stream's history of
 5 s deltas in memory (a ``MemorySource``: no store, no decoding) for ``--days`` days,
 evaluates the default SLO every minute over the last three hours (so the caches reach
 their steady shape), and prints what the cache holds for that stream (``tracemalloc``)
@@ -21,8 +21,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from app.fleet.deltas import MemorySource  # noqa: E402
 from app.fleet.slo import SloSpec  # noqa: E402
-from app.fleet.tracker import MemorySource, SloTracker  # noqa: E402
+from app.fleet.tracker import SloTracker  # noqa: E402
 from app.model import HistogramDelta, IntervalDelta  # noqa: E402
 
 BOUNDS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0)

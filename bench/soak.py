@@ -173,7 +173,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     replicas = args.targets - args.fault_targets
     sim_port, port = free_port(), free_port()
     sim_url, base = f"http://127.0.0.1:{sim_port}", f"http://127.0.0.1:{port}"
-    sim = [sys.executable, "-m", "app.sim.cli", "--scenario", args.scenario]
+    sim = [sys.executable, "-m", "app.cli", "sim", "--scenario", args.scenario]
     sim += ["--port", str(sim_port), "--replicas", str(replicas)]
     sim += ["--engines", str(min(args.engines, replicas)), "--model-per-replica"]
     log = tmp / "phasewatch.log"

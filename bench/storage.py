@@ -18,8 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.model import Snapshot  # noqa: E402
-from app.scrape.normalize import normalize  # noqa: E402
-from app.scrape.parse import parse  # noqa: E402
+from app.scrape.reader import PageReader  # noqa: E402
 from app.sim.record import record  # noqa: E402
 from app.store.sqlite import ScrapeRecord, Store  # noqa: E402
 from app.windows.delta import snapshot_deltas  # noqa: E402
@@ -45,9 +44,10 @@ def main() -> int:
         empty = store.size_bytes()
         prev: Snapshot | None = None
         intervals = 0
+        reader = PageReader()
         for page in sorted(rec_dir.glob("*.prom"), key=lambda p: float(p.name[:-5])):
             ts = float(page.name[:-5])
-            snap = normalize(parse(page.read_text()), target="replica-0", ts=ts)
+            snap = reader.normalize(reader.parse(page.read_text()), target="replica-0", ts=ts)
             deltas = snapshot_deltas(prev, snap) if prev is not None else []
             health = ScrapeRecord("replica-0", ts, True, None, None, 0.004, 52000, 0)
             snaps = [("replica-0", ts, s) for s in snap.streams.values()]

@@ -18,18 +18,17 @@ from app.model import (
     Window,
 )
 from app.windows.aggregate import (
-    ExactSum,
     GaugeSample,
     finished_requests,
     mean_gen_len,
     mean_prompt_len,
     prefix_hit_ratio,
     quantile,
-    sum_histogram_deltas,
     window,
     windows,
 )
 from app.windows.delta import interval_delta
+from app.windows.exact import ExactSum, sum_histogram_deltas
 
 B = (1.0, 2.0, 4.0)
 

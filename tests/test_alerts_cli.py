@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from app.alerts import cli as alerts_cli
 from app.cli import main
+from app.cli import replay as replay_command
 from app.sim.record import record
 
 
@@ -63,23 +63,13 @@ def test_replay_of_a_folder_without_pages_exits_2(
     assert "no <unix-seconds>.prom pages" in capsys.readouterr().err
 
 
-def test_an_existing_replay_command_gains_alerts(
+def test_replay_lists_alerts_with_no_other_command_registered(
     kv_recording: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     parser = argparse.ArgumentParser()
-    sub = parser.add_subparsers(dest="command", required=True)
-    theirs = sub.add_parser("replay")
-    theirs.add_argument("folder")
-    theirs.add_argument("--json", action="store_true")
-
-    def their_replay(args: argparse.Namespace) -> int:
-        print(json.dumps({"timeline": ["…"]}))
-        return 0
-
-    theirs.set_defaults(func=their_replay)
-    alerts_cli.register(sub)
+    replay_command.register(parser.add_subparsers(dest="command", required=True))
     args = parser.parse_args(["replay", str(kv_recording), "--json"])
     assert args.func(args) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["timeline"] == ["…"]
+    assert out["windows"]
     assert any(a["alertname"] == "PhasewatchKVCachePressure" for a in out["alerts"])

@@ -79,7 +79,7 @@ class Sink:
         self.httpd.server_close()
 
 
-def wait_for(pred: Callable[[], object], timeout: float = 20.0, what: str = "condition") -> None:
+def wait_for(pred: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> None:
     deadline = time.time() + timeout
     while time.time() < deadline:
         if pred():

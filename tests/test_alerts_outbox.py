@@ -12,6 +12,8 @@ import httpx
 import pytest
 
 from app.alerts.notify import (
+    DeliveryError,
+    DeliveryErrorKind,
     Receiver,
     alertmanager_alert,
     post_json,
@@ -119,7 +121,8 @@ def test_5xx_retries_4xx_does_not(status: int, retry: bool | None) -> None:
     if retry is None:
         assert error is None
     else:
-        assert again is retry and error is not None and str(status) in error
+        assert again is retry and error is not None and error.retry is retry
+        assert error.status == status and str(status) in error.message
 
 
 def test_timeouts_and_refusals_retry_without_naming_the_url() -> None:
@@ -136,8 +139,26 @@ def test_timeouts_and_refusals_retry_without_naming_the_url() -> None:
             ]
 
     (r1, e1), (r2, e2) = asyncio.run(go())
-    assert (r1, e1) == (True, "timeout")
-    assert r2 is True and e2 is not None and "secret" not in e2
+    assert r1 is True and e1 is not None and e1.kind is DeliveryErrorKind.TIMEOUT
+    assert r2 is True and e2 is not None and e2.kind is DeliveryErrorKind.CONNECT
+    assert "secret" not in e2.message
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "retry"),
+    [
+        (503, DeliveryErrorKind.HTTP_5XX, True),
+        (429, DeliveryErrorKind.HTTP_429, True),
+        (404, DeliveryErrorKind.HTTP_4XX, False),
+        (302, DeliveryErrorKind.HTTP_4XX, False),  # redirects are not followed
+    ],
+)
+def test_an_answer_names_its_kind_and_whether_to_retry(
+    status: int, kind: DeliveryErrorKind, retry: bool
+) -> None:
+    error = DeliveryError.from_status(status, "body")
+    assert (error.kind, error.retry, error.status) == (kind, retry, status)
+    assert str(error) == error.message == f"HTTP {status}: body"
 
 
 def test_backoff_doubles_and_is_capped() -> None:

@@ -1,13 +1,15 @@
-"""The command line: scrape-once output, clear config errors with exit 2."""
+"""The command line: one package, scrape-once output, clear config errors with exit 2."""
 
 from __future__ import annotations
 
+import argparse
+import ast
 import json
 from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from app.cli import COMMANDS, main
 from tests.fixtures_path import FIXTURES
 
 GEN_033 = FIXTURES / "vllm-generated" / "v0.33.0_V1_1engine_singleproc_GENERATED.prom"
@@ -78,3 +80,30 @@ def test_config_check_accepts_good_and_names_bad_field(
     bad.write_text("log: {level: LOUD}\n")
     assert main(["config", "check", str(bad)]) == 2
     assert "log.level" in capsys.readouterr().err
+
+
+def test_each_command_module_registers_its_own_commands_alone() -> None:
+    names: list[str] = []
+    for command in COMMANDS:
+        sub = argparse.ArgumentParser().add_subparsers(dest="command", required=True)
+        command.register(sub)
+        names += sub.choices
+    assert names == [
+        "serve", "scrape-once", "demo", "config", "sim", "review", "kv", "diagnose", "replay",
+        "rules", "ui",
+    ]  # fmt: skip
+
+
+def test_nothing_outside_the_cli_package_imports_it() -> None:
+    app = Path(__file__).resolve().parents[1] / "app"
+    for path in app.rglob("*.py"):
+        if app / "cli" in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            for name in names:
+                assert name != "app.cli" and not name.startswith("app.cli."), (path, name)

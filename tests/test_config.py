@@ -35,8 +35,8 @@ slo:
     )
     s = load_settings(p)
     assert s.targets[0].labels == {"cluster": "eu"}
-    assert s.slo.for_stream("llama-a", "m").ttft_p99 == 0.5
-    assert s.slo.for_stream("other", "m").ttft_p99 == 1.5
+    assert s.slo.overrides["llama-a"].ttft_p99 == 0.5
+    assert s.slo.ttft_p99 == 1.5
 
 
 def test_environment_overrides_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

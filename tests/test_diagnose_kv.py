@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from app.diagnose import cli_kv
+from app.cli import kv as kv_command
 from app.diagnose.kv import ModelShape, kv_bytes_per_token, shape_kv_bytes_per_token
 
 LLAMA_8B = {
@@ -60,7 +60,7 @@ def _run(tmp_path, *extra):
     path.write_text(json.dumps(LLAMA_8B))
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers()
-    cli_kv.register(sub)
+    kv_command.register(sub)
     args = parser.parse_args(["kv", "--config-json", str(path), *extra])
     return args.func(args)
 

@@ -82,7 +82,7 @@ def vllm() -> Iterator[PageServer]:
     srv.close()
 
 
-def wait_for(pred, timeout: float = 15.0) -> None:  # type: ignore[no-untyped-def]
+def wait_for(pred, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
     deadline = time.time() + timeout
     while time.time() < deadline:
         if pred():
@@ -121,7 +121,7 @@ def test_service_scrapes_and_api_returns_hand_computed_quantiles(
                 {"name": "junk", "url": vllm.url + "/junk"},
                 {"name": "dead", "url": "http://127.0.0.1:9/metrics"},
             ],
-            "scrape": {"interval": 0.25, "timeout": 1.0},
+            "scrape": {"interval": 0.25, "timeout": 5.0},
             "storage": {"path": str(tmp_path / "pw.db")},
         },
     )

@@ -27,7 +27,8 @@ import pytest
 from app.collector import Collector
 from app.config import load_settings
 from app.model import HistogramDelta, IntervalDelta
-from app.store.sqlite import ScrapeRecord, Store, error_kind
+from app.store.health import StoreErrorKind, error_kind
+from app.store.sqlite import ScrapeRecord, Store
 from tests.faults import FaultServer
 from tests.test_e2e import ServiceThread, wait_for
 
@@ -73,6 +74,14 @@ def test_full_store_raises_its_own_error_not_a_failed_rollback(tmp_path: Path) -
     assert store.health().ok and store.health().failed_writes == 1
     assert store.fetchall("PRAGMA integrity_check") == [("ok",)]
     store.close()
+
+
+def test_store_error_kind_reads_the_result_code_not_the_message() -> None:
+    io = sqlite3.OperationalError("disk I/O error")
+    io.sqlite_errorcode = sqlite3.SQLITE_IOERR_WRITE  # an extended code: its primary is IOERR
+    assert error_kind(io) is StoreErrorKind.IO
+    assert error_kind(sqlite3.OperationalError("database or disk is full")) == "other"
+    assert error_kind(OSError("SQLITE_FULL")) == "other"
 
 
 def test_read_only_store_is_named_and_a_transaction_can_follow(tmp_path: Path) -> None:
@@ -207,34 +216,38 @@ def test_service_reports_a_full_store_keeps_serving_and_recovers(tmp_path: Path)
             None,
             {
                 "targets": [{"name": "a", "url": srv.url("/metrics")}],
-                "scrape": {"interval": 0.2, "timeout": 1.0},
+                "scrape": {"interval": 0.2, "timeout": 5.0},  # a busy machine is slow, not down
                 "storage": {"path": str(tmp_path / "pw.db")},
                 "alerts": {"evaluation_interval": 0.5},
             },
         )
         app = create_app(settings)
+
+        def get(url: str, **kw: object) -> httpx.Response:
+            return httpx.get(url, timeout=30, **kw)  # type: ignore[arg-type]
+
         svc = ServiceThread(app)
         try:
             store: Store = app.state.service.store
             components = svc.url + "/api/v1/health/components"
             wait_for(lambda: srv.route("/metrics").pages >= 3)
-            assert httpx.get(components).json()["store"]["ok"] is True
+            assert get(components).json()["store"]["ok"] is True
             full(store, True)
-            wait_for(lambda: httpx.get(components).json()["store"]["error_kind"] == "full")
-            body = httpx.get(components).json()
+            wait_for(lambda: get(components).json()["store"]["error_kind"] == "full")
+            body = get(components).json()
             assert body["status"] == "degraded" and body["store"]["failed_writes"] >= 1
-            assert httpx.get(svc.url + "/healthz").json()["components"] == "degraded"
+            assert get(svc.url + "/healthz").json()["components"] == "degraded"
             pages = srv.route("/metrics").pages
             wait_for(lambda: srv.route("/metrics").pages >= pages + 3)  # still scraping
-            (target,) = httpx.get(svc.url + "/api/v1/targets").json()
+            (target,) = get(svc.url + "/api/v1/targets").json()
             assert target["up"] is True
-            assert httpx.get(svc.url + "/api/v1/alerts").status_code == 200
+            assert get(svc.url + "/api/v1/alerts").status_code == 200
             assert_ui_serves(app, svc.url)
             full(store, False)
-            wait_for(lambda: httpx.get(components).json()["store"]["ok"] is True)
-            assert httpx.get(svc.url + "/healthz").json()["components"] == "ok"
+            wait_for(lambda: get(components).json()["store"]["ok"] is True)
+            assert get(svc.url + "/healthz").json()["components"] == "ok"
             end = time.time()
-            got = httpx.get(
+            got = get(
                 svc.url + "/api/v1/windows",
                 params={"target": "a", "start": end - 5, "end": end, "window": 60, "step": 1},
             ).json()

@@ -30,11 +30,11 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.cli.sim import replica_overrides_from
 from app.collector import Collector
 from app.config import Settings, load_settings
 from app.main import create_app
 from app.service import Service
-from app.sim.cli import replica_overrides_from
 from app.sim.errors import SimConfigError
 from app.sim.scenario import load
 from app.sim.server import Fleet, SimHTTPServer
@@ -270,7 +270,8 @@ def test_the_sim_command_overloads_only_the_replica_it_is_told_to() -> None:
     cmd = [
         sys.executable,
         "-m",
-        "app.sim.cli",
+        "app.cli",
+        "sim",
         "--scenario",
         "healthy",
         "--replicas",

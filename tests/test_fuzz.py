@@ -7,7 +7,8 @@ runs); ``make fuzz`` runs them with 10,000 each.
 * The parser never raises on any ``str`` — it has no error type of its own: a line it
   cannot read is counted in ``errors`` — whether the text is arbitrary, decoded from
   arbitrary bytes, or a real fixture page with near-miss mutations; and its answer never
-  depends on what its caches hold.
+  depends on what its caches hold (the same cold and through caches every example of
+  the module has filled).
 * Pages rendered by random prometheus_client registries parse to the samples
   prometheus_client's own parser reads (the ``vllm:`` ones, or all of them).
 * ``histogram_quantile`` is monotone in ``q``, stays inside the bucket the rank falls in,
@@ -21,6 +22,7 @@ import os
 import random
 from collections.abc import Sequence
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry
@@ -30,7 +32,10 @@ from prometheus_client import Histogram as PromHistogram
 from prometheus_client.exposition import generate_latest
 
 from app.model import Quantile
-from app.scrape.parse import LabelCache, ParseResult, looks_like_prometheus, parse
+from app.scrape.cache import ParseCache
+from app.scrape.parse import looks_like_prometheus, parse
+from app.scrape.reader import PageReader
+from app.scrape.result import ParseResult
 from app.windows.quantile import histogram_quantile, histogram_quantiles
 from tests.test_parse import FIXTURE_FILES, fresh, ours, reference
 
@@ -55,33 +60,42 @@ def _key(result: ParseResult) -> tuple[object, ...]:
     return samples, result.types, result.helps, result.errors, result.cut_last_line, result.skipped
 
 
-def _never_raises(text: str) -> None:
-    """Parse ``text`` cold and through the process-wide cache; both must agree."""
+@pytest.fixture(scope="module")
+def warm() -> PageReader:
+    """Caches shared by every example of the module, as a long-running scraper's are by
+    every page it reads."""
+    return PageReader()
+
+
+def _never_raises(text: str, warm: PageReader) -> None:
+    """Parse ``text`` cold and through the warm caches; both must agree."""
     for prefix in ("vllm:", None):
         cold = fresh(text, prefix)
         assert cold.errors >= 0 and cold.skipped >= 0
         assert not cold.cut_last_line or cold.errors > 0
         assert all(isinstance(s.value, float) for s in cold.samples)
         assert prefix is None or all(s.name.startswith(prefix) for s in cold.samples)
-        assert _key(parse(text, prefix=prefix)) == _key(cold)
-    assert looks_like_prometheus(text) in (True, False)
+        assert _key(parse(text, prefix=prefix, cache=warm.parse_cache)) == _key(cold)
+    sniffed = looks_like_prometheus(text)
+    assert sniffed in (True, False)
+    assert warm.looks_like_prometheus(text) == sniffed
 
 
 @FUZZ
-@given(st.text())
-def test_parse_never_raises_on_any_text(text: str) -> None:
-    _never_raises(text)
+@given(text=st.text())
+def test_parse_never_raises_on_any_text(warm: PageReader, text: str) -> None:
+    _never_raises(text, warm)
 
 
 @FUZZ
-@given(st.binary(), st.sampled_from(["utf-8", "latin-1", "utf-16"]))
-def test_parse_never_raises_on_decoded_bytes(data: bytes, encoding: str) -> None:
+@given(data=st.binary(), encoding=st.sampled_from(["utf-8", "latin-1", "utf-16"]))
+def test_parse_never_raises_on_decoded_bytes(warm: PageReader, data: bytes, encoding: str) -> None:
     for errors in ("replace", "surrogateescape", "ignore"):
         try:
             text = data.decode(encoding, errors=errors)
         except UnicodeDecodeError:  # utf-16 with surrogateescape on an odd byte count
             continue
-        _never_raises(text)
+        _never_raises(text, warm)
 
 
 PAGES = [p.read_text() for p in FIXTURE_FILES]
@@ -116,11 +130,11 @@ def near_miss(draw: st.DrawFn, line: str) -> str:
 
 
 @FUZZ
-@given(st.data())
-def test_near_miss_lines_from_real_pages_never_raise(data: st.DataObject) -> None:
+@given(data=st.data())
+def test_near_miss_lines_from_real_pages_never_raise(warm: PageReader, data: st.DataObject) -> None:
     lines = data.draw(st.lists(st.sampled_from(FIXTURE_LINES), min_size=1, max_size=20))
     lines = [data.draw(near_miss(line)) if data.draw(st.booleans()) else line for line in lines]
-    _never_raises(data.draw(st.sampled_from(["\n", "\r\n"])).join(lines))
+    _never_raises(data.draw(st.sampled_from(["\n", "\r\n"])).join(lines), warm)
 
 
 @FUZZ
@@ -134,7 +148,7 @@ def test_a_known_page_with_near_misses_parses_as_if_never_seen(
         i = data.draw(st.integers(0, len(lines) - 1))
         lines[i] = data.draw(near_miss(lines[i]))
     mutated = "\n".join(lines)
-    cache = LabelCache(eager_templates=data.draw(st.booleans()))
+    cache = ParseCache(eager_templates=data.draw(st.booleans()))
     for prefix in ("vllm:", None):
         for _ in range(2):
             parse(page, prefix=prefix, cache=cache)
@@ -233,7 +247,7 @@ def _shuffle_within_families(text: str, seed: int) -> str:
 @FUZZ
 @given(registries(), st.integers(0, 2**16))
 def test_random_registries_match_prometheus_client(pages: tuple[str, str], seed: int) -> None:
-    cache = LabelCache()
+    cache = ParseCache()
     for text in (*pages, _shuffle_within_families(pages[1], seed)):
         for prefix in ("vllm:", None):
             expected = reference(text, prefix)

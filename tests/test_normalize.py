@@ -16,8 +16,11 @@ from app.model import (
     Snapshot,
     StreamSnapshot,
 )
-from app.scrape.normalize import ALL_SIGNALS, normalize
-from app.scrape.parse import LabelCache, ParseResult, parse
+from app.scrape.cache import ParseCache
+from app.scrape.normalize import NormalizeCache, normalize
+from app.scrape.parse import parse
+from app.scrape.result import ParseResult
+from app.scrape.signals import ALL_SIGNALS
 from tests.fixtures_path import FIXTURES
 
 # Copies of ../shared/fixtures (captured and generated vLLM pages) live in tests/fixtures.
@@ -33,7 +36,7 @@ TTFT_BOUNDS_033 += (2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
 
 def snap(text: str) -> Snapshot:
     """Parse (fresh cache) and normalise a page."""
-    return normalize(parse(text, cache=LabelCache()), target="t", ts=100.0)
+    return normalize(parse(text, cache=ParseCache()), target="t", ts=100.0)
 
 
 def stream_of(snapshot: Snapshot, model: str = "m") -> StreamSnapshot:
@@ -232,9 +235,10 @@ def test_dp2_multiprocess_page_sums_engines() -> None:
 def test_every_fixture_normalises_with_warm_and_cold_caches_alike(path: Path) -> None:
     text = path.read_text()
     cold = snap(text)
-    cache = LabelCache()
+    parse_cache, normalize_cache = ParseCache(), NormalizeCache()
     for _ in range(3):
-        assert normalize(parse(text, cache=cache), target="t", ts=100.0) == cold
+        parsed = parse(text, cache=parse_cache)
+        assert normalize(parsed, target="t", ts=100.0, cache=normalize_cache) == cold
     for stream in cold.streams.values():
         for histogram in stream.histograms.values():
             assert len(histogram.counts) == len(histogram.bounds) + 1

@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.model import Sample
-from app.scrape.parse import LabelCache, ParseResult, looks_like_prometheus, parse
+from app.scrape.cache import ParseCache
+from app.scrape.parse import looks_like_prometheus, parse
+from app.scrape.result import ParseResult
 from tests.fixtures_path import FIXTURES
 
 # Copies of ../shared/fixtures (captured and generated vLLM pages) live in tests/fixtures.
@@ -25,7 +27,7 @@ Key = tuple[str, tuple[tuple[str, str], ...], object]
 
 def fresh(text: str, prefix: str | None = "vllm:") -> ParseResult:
     """Parse with an empty cache, so that every test sees the careful path."""
-    return parse(text, prefix=prefix, cache=LabelCache())
+    return parse(text, prefix=prefix, cache=ParseCache())
 
 
 def _value_key(value: float) -> object:
@@ -112,7 +114,7 @@ def test_labels_come_back_sorted_whatever_the_written_order() -> None:
 
 
 def test_unsorted_labels_stay_right_when_read_through_a_cached_shape() -> None:
-    cache = LabelCache()
+    cache = ParseCache()
     parse('vllm:x{b="1",a="2"} 1\n', cache=cache)
     result = parse('vllm:x{b="3",a="4"} 2\n', cache=cache)
     assert only(result).labels == (("a", "4"), ("b", "3"))
@@ -193,7 +195,7 @@ def test_tab_between_series_and_value_parses() -> None:
 
 
 def test_a_stray_quote_after_a_cached_label_block_is_still_an_error() -> None:
-    cache = LabelCache()
+    cache = ParseCache()
     for _ in range(2):
         parse('vllm:x{a="1",b="2"} 7\n', cache=cache)
     page = 'vllm:x{a="1",b="2"}"} 7\nvllm:x{a="1",b="2"}"x"} 7\n'
@@ -202,7 +204,7 @@ def test_a_stray_quote_after_a_cached_label_block_is_still_an_error() -> None:
 
 
 def test_tab_before_a_timestamp_parses_the_same_once_the_series_is_cached() -> None:
-    cache = LabelCache()
+    cache = ParseCache()
     for page in ('vllm:x{a="1"} 7\nvllm:y 1\nvllm:y_created 5\n',) * 2:
         parse(page, cache=cache)
     page = 'vllm:x{a="1"} 7\t1000\nvllm:y 1\t2000\nvllm:y_created 5\t3000\n'
@@ -384,7 +386,7 @@ LINE_KINDS = [
 @given(st.lists(st.lists(st.sampled_from(LINE_KINDS), max_size=8), min_size=1, max_size=6))
 @settings(max_examples=300, deadline=None)
 def test_any_cache_history_gives_what_a_fresh_parse_gives(pages: list[list[str]]) -> None:
-    cache = LabelCache()
+    cache = ParseCache()
     for lines in pages + pages:  # each page twice: cold, then warm or from a template
         text = "\n".join(lines)
         for prefix in ("vllm:", None):
@@ -417,7 +419,7 @@ def test_every_fixture_looks_like_prometheus(path: Path) -> None:
 
 
 def test_new_values_on_the_same_layout_come_through_the_template() -> None:
-    cache = LabelCache()
+    cache = ParseCache()
     page = '# TYPE vllm:x gauge\nvllm:x{a="1"} {v}\nvllm:x_created{a="1"} 1.7e9\n'
     for value in (1, 2, 3, 4):
         assert only(parse(page.replace("{v}", str(value)), cache=cache)).value == value
@@ -425,7 +427,7 @@ def test_new_values_on_the_same_layout_come_through_the_template() -> None:
 
 
 def test_changed_layout_falls_back_to_the_careful_path() -> None:
-    cache = LabelCache()
+    cache = ParseCache()
     for _ in range(3):
         parse("vllm:x 1\nvllm:y 2\n", cache=cache)
     assert [s.value for s in parse("vllm:x 1\nvllm:y 2 1000\n", cache=cache).samples] == [1, 2]
@@ -436,7 +438,7 @@ def test_changed_layout_falls_back_to_the_careful_path() -> None:
 
 
 def test_cache_stays_within_its_bound() -> None:
-    cache = LabelCache(max_entries=10, max_templates=2)
+    cache = ParseCache(max_entries=10, max_templates=2)
     for i in range(50):
         page = "".join(f'vllm:x{{a="{i}",b="{j}"}} 1\n' for j in range(5))
         for _ in range(2):
@@ -448,7 +450,7 @@ def test_cache_stays_within_its_bound() -> None:
 def test_fixture_parses_identically_cold_warm_and_from_the_template() -> None:
     text = GENERATED_033.read_text()
     cold = fresh(text)
-    cache = LabelCache()
+    cache = ParseCache()
     results = [parse(text, cache=cache) for _ in range(3)]
     assert all(r == cold for r in results)
     assert len(cold.samples) > 300 and cold.errors == 0
@@ -460,9 +462,12 @@ def test_fixture_parses_identically_cold_warm_and_from_the_template() -> None:
 @pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: p.name)
 def test_fixture_samples_match_prometheus_client(path: Path) -> None:
     text = path.read_text()
+    cache = ParseCache()
     for prefix in ("vllm:", None):
-        assert ours(fresh(text, prefix)) == reference(text, prefix)
-        assert ours(parse(text, prefix=prefix)) == reference(text, prefix)
+        expected = reference(text, prefix)
+        assert ours(fresh(text, prefix)) == expected
+        for _ in range(3):  # known series, then through the page's template
+            assert ours(parse(text, prefix=prefix, cache=cache)) == expected
 
 
 def test_shared_fixtures_are_there() -> None:

@@ -10,9 +10,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from app.collector import TargetState, process
 from app.config import TargetConfig, load_settings
+from app.evaluate.settings import diagnosis_config
 from app.scrape.client import read_file
 from app.selfmetrics import StreamReading, build_stream_metrics, update_stream_metrics
-from app.service import Service, diagnosis_config
+from app.service import Service
 from app.sim.record import record
 from app.store.sqlite import ScrapeRecord
 

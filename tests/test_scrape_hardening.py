@@ -18,9 +18,10 @@ from app.config import TargetConfig, load_settings
 from app.main import create_app
 from app.model import IntervalDelta, Snapshot
 from app.scrape.admission import StreamAdmission
+from app.scrape.cache import ParseCache
 from app.scrape.client import FetchResult
 from app.scrape.normalize import normalize
-from app.scrape.parse import LabelCache, parse
+from app.scrape.parse import parse
 from app.store.sqlite import Store
 from tests.faults import FaultServer, Route, vllm_page
 from tests.test_alerts_api import serving
@@ -41,8 +42,8 @@ def with_value(page: str, series: str, value: str) -> str:
     return "\n".join(lines)
 
 
-def snap(text: str, cache: LabelCache | None = None) -> Snapshot:
-    return normalize(parse(text, cache=cache or LabelCache()), target="t", ts=100.0)
+def snap(text: str, cache: ParseCache | None = None) -> Snapshot:
+    return normalize(parse(text, cache=cache or ParseCache()), target="t", ts=100.0)
 
 
 def values_of(s: Snapshot) -> list[float]:
@@ -152,7 +153,7 @@ def test_copies_that_disagree_leave_their_signal_out() -> None:
 
 
 def test_duplicates_are_judged_on_every_page_read_through_a_template() -> None:
-    cache = LabelCache(eager_templates=True)
+    cache = ParseCache(eager_templates=True)
     first = parse(vllm_page(2) + f"{WAITING} 1.0\n", cache=cache)
     assert kinds(normalize(first, target="t", ts=1.0)) == ["duplicate_series"]
     # The same layout again, read through its template; now the copies disagree.

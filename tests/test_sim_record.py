@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.sim.cli import main
+from app.cli import main
 from app.sim.record import DEFAULT_EPOCH, record
 from app.sim.truth import window_truth
 
@@ -40,7 +40,7 @@ def test_same_seed_same_recording(tmp_path: Path) -> None:
 
 
 def test_cli_records(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["--scenario", "queue_overload", "--record", str(tmp_path / "r"),
+    code = main(["sim", "--scenario", "queue_overload", "--record", str(tmp_path / "r"),
                  "--duration", "30", "--seed", "2", "--vllm-version", "0.6"])  # fmt: skip
     assert code == 0
     assert "6 intervals" in capsys.readouterr().out
@@ -69,5 +69,5 @@ def test_bad_input_exits_2_with_a_clear_message(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     args = [a if a != "x" else str(tmp_path / "x") for a in args]
-    assert main(args) == 2
+    assert main(["sim", *args]) == 2
     assert message in capsys.readouterr().err

@@ -69,7 +69,7 @@ def test_truth_endpoint_returns_json_lines(fleet: tuple[SimHTTPServer, str]) -> 
 
 def test_cli_prints_the_port_it_listens_on() -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.sim.cli", "--scenario", "healthy", "--port", "0"],
+        [sys.executable, "-m", "app.cli", "sim", "--scenario", "healthy", "--port", "0"],
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parents[1],

@@ -25,9 +25,11 @@ from app.alerts.fields import Instance
 from app.alerts.inputs import SloInputs
 from app.alerts.rules import default_rules
 from app.alerts.state import Alert, evaluate
-from app.config import SloConfig
+from app.diagnose import DEFAULT_CONFIG
+from app.fleet.count_cache import CountCache
+from app.fleet.deltas import MemorySource
 from app.fleet.slo import SloCounts, SloSpec, delta_counts
-from app.fleet.tracker import CountCache, MemorySource, SloTracker
+from app.fleet.tracker import SloTracker
 from app.model import HistogramDelta, IntervalDelta
 
 BOUNDS = (0.5, 1.0, 2.0, 5.0)
@@ -74,7 +76,7 @@ def _instances(inputs: SloInputs, source: MemorySource, t: float) -> list[Instan
 
 def test_burn_rate_alerts_fire_and_resolve_on_a_fake_clock(source: MemorySource) -> None:
     rules = [r for r in default_rules() if r.scope == "slo"]
-    inputs = SloInputs(source, [SPEC], SloConfig(), ui_base_url="http://ui")
+    inputs = SloInputs(source, [SPEC], DEFAULT_CONFIG, ui_base_url="http://ui")
     prev: dict[str, Alert] = {}
     seen: list[tuple[str, str, float]] = []
     firing_fast = None

@@ -7,8 +7,10 @@ import random
 
 import pytest
 
+from app.fleet.count_cache import CountCache
+from app.fleet.deltas import MemorySource
 from app.fleet.slo import SloSpec, delta_counts
-from app.fleet.tracker import BURN_WINDOWS, CountCache, MemorySource
+from app.fleet.tracker import BURN_WINDOWS
 from app.model import HistogramDelta, IntervalDelta
 
 BOUNDS = (0.5, 1.0, 2.0, 5.0)
@@ -58,10 +60,10 @@ def test_sliding_evaluations_equal_direct_counts(step: float) -> None:
 
 def test_slo_instances_are_reevaluated_every_refresh_interval() -> None:
     from app.alerts.inputs import SloInputs
-    from app.config import SloConfig
+    from app.diagnose import DEFAULT_CONFIG
 
     source = _source(5, 1800.0)
-    inputs = SloInputs(source, [SPEC], SloConfig(), ui_base_url="http://ui", refresh_s=60.0)
+    inputs = SloInputs(source, [SPEC], DEFAULT_CONFIG, ui_base_url="http://ui", refresh_s=60.0)
     evaluations: list[float] = []
     real = inputs.tracker.evaluate
 
@@ -165,11 +167,11 @@ def test_closed_minutes_are_counted_once_not_read_every_evaluation() -> None:
 
 def test_a_background_refresh_serves_the_last_evaluation_meanwhile() -> None:
     from app.alerts.inputs import SloInputs
-    from app.config import SloConfig
+    from app.diagnose import DEFAULT_CONFIG
 
     source = _source(5, 1800.0)
     inputs = SloInputs(
-        source, [SPEC], SloConfig(), ui_base_url="http://ui", refresh_s=60.0, background=True
+        source, [SPEC], DEFAULT_CONFIG, ui_base_url="http://ui", refresh_s=60.0, background=True
     )
     first = inputs.instances(900.0, source.streams(), {})  # the first one: computed now
     stale = inputs.instances(960.0, source.streams(), {})  # refreshing in a thread

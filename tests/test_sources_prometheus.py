@@ -15,8 +15,9 @@ import pytest
 
 from app.config import SourceConfig, load_settings
 from app.model import Sample
-from app.scrape.normalize import COUNTER_SOURCES, GAUGE_SOURCES, HISTOGRAM_SOURCES
+from app.scrape.cache import ParseCache
 from app.scrape.parse import parse
+from app.scrape.signals import COUNTER_SOURCES, GAUGE_SOURCES, HISTOGRAM_SOURCES
 from app.sim.record import record
 from app.sources import prometheus as prom
 from app.sources.collector import PrometheusCollector
@@ -215,9 +216,10 @@ def test_history_continues_from_a_previous_snapshot() -> None:
 
 def _recording_series(folder: Path, instance: str) -> list[Series]:
     by_key: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[float, float]]] = {}
+    cache = ParseCache()
     for page in sorted(folder.glob("*.prom")):
         ts = float(page.name[: -len(".prom")])
-        for s in parse(page.read_text()).samples:
+        for s in parse(page.read_text(), cache=cache).samples:
             assert isinstance(s, Sample)
             by_key.setdefault((s.name, s.labels), []).append((ts, s.value))
     return [

@@ -5,7 +5,8 @@ import pytest
 
 from app.model import Histogram, HistogramDelta, IntervalDelta, StreamSnapshot
 from app.store.codec import decode_delta, decode_stream, encode_delta, encode_stream
-from app.store.sqlite import MIGRATIONS, ScrapeRecord, Store, StoreError
+from app.store.schema import MIGRATIONS
+from app.store.sqlite import ScrapeRecord, Store, StoreError
 
 BOUNDS = (0.1, 0.5, 1.0)
 

@@ -151,6 +151,7 @@ def test_every_class_has_a_text_label_distinct_colour_and_pattern() -> None:
     styles = [palette.style(c) for c in DiagnosisClass]
     assert all(s.label for s in styles)
     assert len({s.colour for s in styles}) == len(styles)
+    assert all(s.colour in palette.SWATCHES for s in styles)
     assert len({s.pattern for s in styles}) == len(styles)
     assert palette.severity("kv_pressure") > palette.severity("healthy")
     assert palette.label("decode_bound", "bandwidth_bound") == "Decode-bound (bandwidth bound)"

@@ -25,7 +25,7 @@ from app.alerts.silences import Silence, SilenceStore, silenced_by
 from app.alerts.state import Alert, Evaluation, Notice, RuleResult, evaluate, plan_notifications
 from app.collector import TargetState
 from app.config import AlertsConfig, Settings
-from app.diagnose import Diagnosis
+from app.diagnose import Diagnosis, DiagnosisConfig
 from app.fleet.specs import imbalance_thresholds, slo_specs
 from app.fleet.tracker import SloTracker
 from app.model import Window
@@ -60,17 +60,20 @@ class AlertEngine:
         store: Store,
         states: Mapping[str, TargetState] | None = None,
         *,
+        config: DiagnosisConfig,
         rules: Sequence[Rule] | None = None,
         slo_tracker: SloTracker | None = None,
         background_slo: bool = False,
     ) -> None:
         self.settings = settings
         self.store = store
+        # Thresholds and every stream's SLOs (``app.evaluate.settings.diagnosis_config``).
+        self.config = config
         # SLO burn rates and budgets per fleet (shared with the service's gauges).
         self.slos = SloInputs(
             store,
             slo_specs(settings),
-            settings.slo,
+            config,
             group_by=settings.fleet.group_by,
             latest_s=settings.window.length,
             thresholds=imbalance_thresholds(settings.fleet.imbalance),
@@ -155,7 +158,7 @@ class AlertEngine:
                 diagnosis, inst, _ = evaluate_stream(
                     w,
                     tgt,
-                    self.settings.slo,
+                    self.config,
                     failed_scrapes=failed,
                     attempted_scrapes=len(inside),
                     labels=labels,

@@ -6,7 +6,6 @@ fields the same way. Pure: the caller passes the time and everything it read.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,28 +22,20 @@ from app.alerts.fields import (
     target_fields,
     target_instance,
 )
-from app.config import SloConfig
-from app.diagnose import DEFAULT_CONFIG, Diagnosis, DiagnosisConfig, diagnose
+from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
+from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds
 from app.fleet.queries import FleetView, fleet_view
 from app.fleet.slo import SloSpec, attainment, burn_rate, window_counts
-from app.fleet.tracker import DeltaSource, SloStatus, SloTracker
+from app.fleet.tracker import SloStatus, SloTracker
 from app.model import Window
 from app.pacing import BACKGROUND_SHARE, SLO_SHARE, Pacer
 from app.queries import window_to_dict
 
-__all__ = ["SloInputs", "diagnosis_config", "evaluate_stream", "slo_input", "target_input"]
+__all__ = ["SloInputs", "evaluate_stream", "slo_input", "target_input"]
 
 # The SLO alert's diagnosis and imbalance are those of the short burn window.
 SLO_VIEW_S = 300.0
-
-
-def diagnosis_config(
-    slo: SloConfig, target: str, model_name: str, base: DiagnosisConfig = DEFAULT_CONFIG
-) -> DiagnosisConfig:
-    """The diagnosis thresholds with the SLOs ``Settings.slo`` gives this stream."""
-    values = slo.for_stream(target, model_name)
-    return dataclasses.replace(base, slo_ttft_p99=values.ttft_p99, slo_itl_p99=values.itl_p99)
 
 
 def target_input(
@@ -66,16 +57,15 @@ def target_input(
 def evaluate_stream(
     window: Window,
     target: Instance,
-    slo: SloConfig,
+    config: DiagnosisConfig,
     *,
     failed_scrapes: int,
     attempted_scrapes: int,
     labels: Mapping[str, str],
     ui_base_url: str,
 ) -> tuple[Diagnosis, Instance, dict[str, Any]]:
-    """Diagnose one stream's window; return the diagnosis, its instance and the window's
-    JSON (``window_to_dict``)."""
-    config = diagnosis_config(slo, window.target, window.model_name)
+    """Diagnose one stream's window (its SLOs: ``config.slo_for``); return the diagnosis,
+    its instance and the window's JSON (``window_to_dict``)."""
     diagnosis = diagnose(
         window, config, failed_scrapes=failed_scrapes, attempted_scrapes=attempted_scrapes
     )
@@ -84,8 +74,8 @@ def evaluate_stream(
         flat,
         diagnosis.to_dict(),
         target.fields,
-        slo_ttft_p99=config.slo_ttft_p99,
-        slo_itl_p99=config.slo_itl_p99,
+        slo_ttft_p99=diagnosis.slo_ttft_p99,
+        slo_itl_p99=diagnosis.slo_itl_p99,
         ui_base_url=ui_base_url,
     )
     return diagnosis, stream_instance(window.target, window.model_name, fields, labels), flat
@@ -138,14 +128,15 @@ def slo_input(status: SloStatus, view: FleetView, *, ui_base_url: str) -> Instan
 
 class SloInputs:
     """Every SLO's instance at a time: the tracker's burn rates and budget plus the
-    fleet's last five minutes, diagnosed. Shared by the service and replay (``source``
-    is the store, or a recording in memory)."""
+    fleet's last five minutes, diagnosed with ``config`` (a fleet's SLOs:
+    ``config.slo_for(fleet, model)``). Shared by the service and replay (``source`` is
+    the store, or a recording in memory)."""
 
     def __init__(
         self,
         source: DeltaSource,
         specs: Sequence[SloSpec],
-        slo: SloConfig,
+        config: DiagnosisConfig,
         *,
         group_by: Sequence[str] = (),
         latest_s: float = 60.0,
@@ -162,7 +153,7 @@ class SloInputs:
         # on with the last one, so a minute's burn rates never hold up a round or a scrape.
         self.background = background
         self._refresh: threading.Thread | None = None
-        self.slo = slo
+        self.config = config
         # Burn windows are minutes to days long: evaluating them every ``refresh_s`` (not
         # every alert round) costs a fraction and moves a burn rate by little.
         self.refresh_s = refresh_s
@@ -219,7 +210,7 @@ class SloInputs:
                 st.members,
                 start=end - SLO_VIEW_S,
                 end=end,
-                config=diagnosis_config(self.slo, st.key.name, st.key.model_name),
+                config=self.config,
                 thresholds=self.thresholds,
             )
             out.append(slo_input(st, view, ui_base_url=self.ui_base_url))

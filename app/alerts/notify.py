@@ -4,7 +4,9 @@ Bodies are built when a notification is written to the outbox (so what is retrie
 exactly what was decided) and posted by the sender. A post returns ``(retry, error)``
 as Alertmanager's ``notify/`` does: ``(False, None)`` delivered; 5xx, 429, timeouts and
 connection errors are worth retrying; other 4xx (and redirects, which are not followed)
-are not — the receiver refused the body and will refuse it again.
+are not — the receiver refused the body and will refuse it again. ``error`` is a
+:class:`DeliveryError`: its ``kind`` (:class:`DeliveryErrorKind`) for health pages and
+its ``message`` for logs and the outbox row.
 
 Receiver URLs can carry secrets (a Slack webhook is its own key): they never appear in
 an error message or a log line; receivers are named by kind and a hash of the URL.
@@ -16,6 +18,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 import httpx
@@ -27,9 +30,10 @@ __all__ = [
     "ALERTMANAGER",
     "SLACK",
     "WEBHOOK",
+    "DeliveryError",
+    "DeliveryErrorKind",
     "Receiver",
     "alertmanager_alert",
-    "error_kind",
     "post_json",
     "receivers_from_config",
     "rfc3339",
@@ -197,6 +201,58 @@ def batch_body(receiver: Receiver, bodies: Sequence[Any]) -> Any:
     return list(bodies) if receiver.batches else bodies[0]
 
 
+class DeliveryErrorKind(StrEnum):
+    """Why a post failed, for health pages."""
+
+    TIMEOUT = "timeout"
+    CONNECT = "connect"  # refused, unreachable
+    TRANSPORT = "transport"  # the connection broke mid-answer
+    HTTP_5XX = "http_5xx"
+    HTTP_429 = "http_429"
+    HTTP_4XX = "http_4xx"  # and redirects, which are not followed
+
+
+# Worth another try: the receiver may answer later. The others refused the body itself.
+_RETRYABLE = frozenset(
+    {
+        DeliveryErrorKind.TIMEOUT,
+        DeliveryErrorKind.CONNECT,
+        DeliveryErrorKind.TRANSPORT,
+        DeliveryErrorKind.HTTP_5XX,
+        DeliveryErrorKind.HTTP_429,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class DeliveryError:
+    """A failed post: its ``kind``, the HTTP ``status`` when the receiver answered, and a
+    ``message`` safe to log and store (never the URL: it can carry a secret)."""
+
+    kind: DeliveryErrorKind
+    message: str
+    status: int | None = None
+
+    @property
+    def retry(self) -> bool:
+        return self.kind in _RETRYABLE
+
+    def __str__(self) -> str:
+        return self.message
+
+    @classmethod
+    def from_status(cls, status: int, detail: str = "") -> DeliveryError:
+        """The error of a non-2xx answer (``detail``: the start of its body)."""
+        if status >= 500:
+            kind = DeliveryErrorKind.HTTP_5XX
+        elif status == 429:
+            kind = DeliveryErrorKind.HTTP_429
+        else:
+            kind = DeliveryErrorKind.HTTP_4XX
+        message = f"HTTP {status}: {detail}" if detail else f"HTTP {status}"
+        return cls(kind, message, status)
+
+
 async def post_json(
     client: httpx.AsyncClient,
     url: str,
@@ -204,37 +260,25 @@ async def post_json(
     *,
     timeout: float,
     headers: Mapping[str, str] | None = None,
-) -> tuple[bool, str | None]:
+) -> tuple[bool, DeliveryError | None]:
     """POST ``body`` as JSON; return ``(retry, error)`` — ``(False, None)`` on success."""
     try:
         resp = await client.post(
             url, json=body, timeout=timeout, headers=dict(headers or {}), follow_redirects=False
         )
     except httpx.TimeoutException:
-        return True, "timeout"
+        error = DeliveryError(DeliveryErrorKind.TIMEOUT, "timeout")
+        return error.retry, error
     except httpx.TransportError as exc:
         # The message of a connection error never holds the URL; its class says enough.
-        return True, f"{type(exc).__name__}"
+        kind = (
+            DeliveryErrorKind.CONNECT
+            if isinstance(exc, httpx.ConnectError)
+            else DeliveryErrorKind.TRANSPORT
+        )
+        error = DeliveryError(kind, type(exc).__name__)
+        return error.retry, error
     if resp.is_success:
         return False, None
-    detail = resp.text[:200].replace("\n", " ")
-    error = f"HTTP {resp.status_code}: {detail}" if detail else f"HTTP {resp.status_code}"
-    if resp.status_code >= 500 or resp.status_code == 429:
-        return True, error
-    return False, error
-
-
-def error_kind(error: str | None) -> str | None:
-    """The kind of a :func:`post_json` error, for health pages: ``timeout``, ``connect``
-    (refused, unreachable), ``http_5xx``, ``http_429``, ``http_4xx`` (and redirects),
-    ``transport`` (the connection broke mid-answer); None for no error."""
-    if error is None:
-        return None
-    if error == "timeout":
-        return "timeout"
-    if error.startswith("HTTP "):
-        code = error[5:8]
-        if code.startswith("5"):
-            return "http_5xx"
-        return "http_429" if code == "429" else "http_4xx"
-    return "connect" if error.startswith("ConnectError") else "transport"
+    error = DeliveryError.from_status(resp.status_code, resp.text[:200].replace("\n", " "))
+    return error.retry, error

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from app.alerts.notify import Receiver, batch_body, error_kind, post_json
+from app.alerts.notify import DeliveryError, DeliveryErrorKind, Receiver, batch_body, post_json
 from app.store.sqlite import Store
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ class ReceiverHealth:
     last_attempt: float | None = None
     last_success: float | None = None
     last_error: str | None = None
-    last_error_kind: str | None = None
+    last_error_kind: DeliveryErrorKind | None = None
     last_error_at: float | None = None
     failures: int = 0  # in a row
 
@@ -223,7 +223,7 @@ class Sender:
         sent = await asyncio.gather(*jobs)
         return sum(sent)
 
-    async def _post(self, receiver: Receiver, body: Any) -> tuple[bool, str | None]:
+    async def _post(self, receiver: Receiver, body: Any) -> tuple[bool, DeliveryError | None]:
         retry, error = await post_json(self.client, receiver.post_url, body, timeout=self.timeout)
         now = self.clock()
         was = self.health.get(receiver.id, ReceiverHealth())
@@ -233,8 +233,8 @@ class Sender:
             self.health[receiver.id] = replace(
                 was,
                 last_attempt=now,
-                last_error=error,
-                last_error_kind=error_kind(error),
+                last_error=error.message,
+                last_error_kind=error.kind,
                 last_error_at=now,
                 failures=was.failures + 1,
             )
@@ -243,7 +243,12 @@ class Sender:
         return retry, error
 
     async def _failed(
-        self, receiver: Receiver, rows: Sequence[OutboxRow], now: float, retry: bool, error: str
+        self,
+        receiver: Receiver,
+        rows: Sequence[OutboxRow],
+        now: float,
+        retry: bool,
+        error: DeliveryError,
     ) -> None:
         ids = [r.id for r in rows]
         if retry:
@@ -257,10 +262,10 @@ class Sender:
                 attempts,
                 due - now,
             )
-            await asyncio.to_thread(self.outbox.retry, ids, due, error)
+            await asyncio.to_thread(self.outbox.retry, ids, due, error.message)
         else:
             log.error("outbox: %s rejected a notification (%s); not retried", receiver.id, error)
-            await asyncio.to_thread(self.outbox.finish, ids, now, "rejected", error)
+            await asyncio.to_thread(self.outbox.finish, ids, now, "rejected", error.message)
 
     async def _send_events(self, receiver: Receiver, rows: Sequence[OutboxRow], now: float) -> int:
         sent = 0

@@ -23,10 +23,11 @@ from app.alerts.rules import Rule
 from app.alerts.state import Alert, Transition, evaluate
 from app.collector import TargetState, process
 from app.config import ScrapeConfig, SloConfig, TargetConfig
-from app.diagnose import Diagnosis
+from app.diagnose import DEFAULT_CONFIG, Diagnosis, DiagnosisConfig
+from app.evaluate.settings import with_slo
+from app.fleet.deltas import MemorySource
 from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds
 from app.fleet.slo import SloSpec
-from app.fleet.tracker import MemorySource
 from app.model import IntervalDelta
 from app.scrape.client import read_file
 from app.windows.aggregate import windows
@@ -122,6 +123,7 @@ def replay(
     *,
     length: float = 60.0,
     step: float = 15.0,
+    config: DiagnosisConfig = DEFAULT_CONFIG,
     slo: SloConfig | None = None,
     labels: dict[str, str] | None = None,
     ui_base_url: str = DEFAULT_UI_BASE_URL,
@@ -130,13 +132,15 @@ def replay(
 ) -> Replay:
     """Diagnose every window end of the recording and evaluate ``rules`` there.
 
-    With ``slos``, the SLO rules too, the recording's target being a fleet of one.
+    ``config`` carries the thresholds and every stream's SLOs; ``slo``, a settings
+    ``slo`` section, is applied to it (:func:`_resolved`). With ``slos``, the SLO rules
+    too, the recording's target being a fleet of one.
     """
-    slo = slo or SloConfig()
+    config = _resolved(config, slo)
     labels = labels or {}
     target = scrapes.target
     source = MemorySource({(target, m): ds for m, ds in scrapes.deltas.items()})
-    slo_inputs = SloInputs(source, slos, slo, latest_s=length, ui_base_url=ui_base_url)
+    slo_inputs = SloInputs(source, slos, config, latest_s=length, ui_base_url=ui_base_url)
     by_model = {
         model: {
             round(w.end, 6): w
@@ -175,7 +179,7 @@ def replay(
             diagnosis, inst, _ = evaluate_stream(
                 w,
                 tgt,
-                slo,
+                config,
                 failed_scrapes=failed,
                 attempted_scrapes=attempted,
                 labels=labels,
@@ -197,7 +201,7 @@ def replay_fleet(
     *,
     length: float = 60.0,
     step: float = 15.0,
-    slo: SloConfig | None = None,
+    config: DiagnosisConfig = DEFAULT_CONFIG,
     labels_of: dict[str, dict[str, str]] | None = None,
     group_by: Sequence[str] = (),
     thresholds: ImbalanceThresholds = DEFAULT_THRESHOLDS,
@@ -211,7 +215,7 @@ def replay_fleet(
     inputs = SloInputs(
         source,
         slos,
-        slo or SloConfig(),
+        config,
         group_by=group_by,
         latest_s=length,
         thresholds=thresholds,
@@ -230,6 +234,12 @@ def replay_fleet(
         prev = result.alerts
         out.extend(result.transitions)
     return out
+
+
+def _resolved(config: DiagnosisConfig, slo: SloConfig | None) -> DiagnosisConfig:
+    """``config`` with a settings ``slo`` section applied, when one is given (app/cli/
+    passes ``Settings.slo``)."""
+    return config if slo is None else with_slo(config, slo)
 
 
 def replay_alerts(

@@ -25,7 +25,9 @@ from app.alerts.outbox import Outbox, Sender
 from app.alerts.state import AlertState
 from app.collector import TargetState
 from app.config import Settings
-from app.store.sqlite import Store, error_kind
+from app.diagnose import DiagnosisConfig
+from app.store.health import error_kind
+from app.store.sqlite import Store
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +46,13 @@ class Alerting:
         store: Store,
         states: Mapping[str, TargetState] | None = None,
         registry: CollectorRegistry | None = None,
+        *,
+        config: DiagnosisConfig,
     ) -> None:
         cfg = settings.alerts
         self.settings = settings
         # Live: SLO burn rates are refreshed beside the alert rounds, not inside them.
-        self.engine = AlertEngine(settings, store, states, background_slo=True)
+        self.engine = AlertEngine(settings, store, states, config=config, background_slo=True)
         self.outbox = Outbox(store)
         # Rounds finished (saved or not): liveness of the two jobs, shown by /healthz.
         self.evaluations = 0

@@ -7,17 +7,10 @@ Pure: data in, data out; no I/O and no clock. The public surface::
     d.cls, d.sub_cause, d.confidence, d.evidence, d.hints, d.to_dict()
 """
 
+from app.diagnose.classes import DiagnosisClass, SubCause
 from app.diagnose.classify import diagnose
 from app.diagnose.config import DEFAULT_CONFIG, DiagnosisConfig, Slo, SloOverride
-from app.diagnose.records import (
-    Diagnosis,
-    DiagnosisClass,
-    Evidence,
-    Finding,
-    Hint,
-    Roofline,
-    SubCause,
-)
+from app.diagnose.records import Diagnosis, Evidence, Finding, Hint, Roofline
 from app.diagnose.roofline import Hardware
 
 __all__ = [

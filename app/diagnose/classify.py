@@ -25,23 +25,17 @@ from __future__ import annotations
 import math
 
 from app.diagnose import rules
+from app.diagnose.classes import PROBLEM_CLASSES, DiagnosisClass, situation
 from app.diagnose.config import DEFAULT_CONFIG, DiagnosisConfig, Slo
 from app.diagnose.facts import Facts, derive
 from app.diagnose.hints import rank_hints
-from app.diagnose.records import (
-    Diagnosis,
-    DiagnosisClass,
-    Evidence,
-    Finding,
-    Roofline,
-    fmt_value,
-)
+from app.diagnose.records import Diagnosis, Evidence, Finding, Roofline, fmt_value
 from app.diagnose.roofline import roofline
 from app.model import CORE_SIGNALS, Window
 
 C = DiagnosisClass
-# The problem classes in order of precedence (module docstring).
-_PRECEDENCE = (C.KV_PRESSURE, C.QUEUE_BOUND, C.PREFILL_BOUND, C.DECODE_BOUND)
+# The problem classes in order of precedence (module docstring; ``classes.VOCABULARY``).
+_PRECEDENCE = PROBLEM_CLASSES
 
 
 def diagnose(
@@ -61,14 +55,8 @@ def diagnose(
     slo = config.slo_for(window.target, window.model_name)
     roof = roofline(config.hardware, facts.itl_mean) if config.hardware else None
 
-    breach = rules.ttft_breach(facts, slo)
-    queued, queue_ev = rules.queue_dominated(facts, config)
-    results = {
-        C.KV_PRESSURE: rules.kv_pressure(facts, config, breach, queued),
-        C.QUEUE_BOUND: rules.queue_bound(facts, config, slo, breach, queued, queue_ev),
-        C.PREFILL_BOUND: rules.prefill_bound(facts, config, slo, breach, queued, queue_ev),
-        C.DECODE_BOUND: rules.decode_bound(facts, config, slo),
-    }
+    judged = rules.inputs(facts, config, slo)
+    results = {c: rules.PROBLEM_RULES[c](judged) for c in _PRECEDENCE}
     idle = rules.idle(facts, config)
     quality, quality_ev, quality_notes = _data_quality(
         window, facts, config, failed_scrapes, attempted_scrapes
@@ -97,8 +85,8 @@ def diagnose(
             )
 
     secondary = tuple(Finding(r.cls, r.sub_cause, r.summary) for r in firing if r is not primary)
-    situation = cls.value if primary is None else _situation(primary)
-    also = tuple(_situation(r) for r in firing if r is not primary)
+    key = cls.value if primary is None else situation(primary.cls, primary.sub_cause)
+    also = tuple(situation(r.cls, r.sub_cause) for r in firing if r is not primary)
     return Diagnosis(
         target=window.target,
         model_name=window.model_name,
@@ -110,7 +98,7 @@ def diagnose(
         sub_cause=None if primary is None else primary.sub_cause,
         evidence=evidence,
         secondary=secondary,
-        hints=rank_hints(situation, facts, config, roof, also=also),
+        hints=rank_hints(key, facts, config, roof, also=also),
         missing=facts.missing,
         notes=notes,
         ttft_p99=facts.ttft_p99,
@@ -122,10 +110,6 @@ def diagnose(
         roofline=roof,
         facts=facts.numbers(),
     )
-
-
-def _situation(r: rules.RuleResult) -> str:
-    return r.cls.value if r.sub_cause is None else f"{r.cls.value}/{r.sub_cause.value}"
 
 
 def _confidence(margin: float, n: float, config: DiagnosisConfig, coverage: float) -> float:

@@ -1,9 +1,10 @@
 """Every threshold the diagnosis uses, in one place, with the reason for its default.
 
 SLOs are per stream: ``slo_for(target, model_name)`` picks the most specific override
-(target and model, then target, then model — a target override beats a model override,
-as in ``Settings.slo``) and falls back to the defaults, which are MLPerf's
-Llama-3.1-8B server scenario (TTFT p99 2 s, TPOT p99 100 ms).
+(target and model, then target, then model — a target override beats a model override)
+and falls back to the defaults, which are MLPerf's Llama-3.1-8B server scenario (TTFT
+p99 2 s, TPOT p99 100 ms). It is the one SLO lookup; the settings' ``slo`` section is
+turned into these overrides by ``app.evaluate.settings``, never here.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from app.diagnose.classes import DiagnosisClass, SubCause, situation
 from app.diagnose.config import DiagnosisConfig
 from app.diagnose.facts import Facts
 from app.diagnose.records import Hint, Roofline
@@ -131,11 +132,14 @@ PREDICATES: dict[str, Predicate] = {
     "near_ceiling": _near_ceiling,
 }
 
-KV = "kv_pressure"
-QUEUE = "queue_bound"
-PREFILL = "prefill_bound"
-INTERFERENCE = "decode_bound/prefill_interference"
-BANDWIDTH = "decode_bound/bandwidth_bound"
+# The situations the catalog is keyed by (``classes.situation``: class or class/sub-cause).
+C = DiagnosisClass
+KV = situation(C.KV_PRESSURE)
+QUEUE = situation(C.QUEUE_BOUND)
+PREFILL = situation(C.PREFILL_BOUND)
+INTERFERENCE = situation(C.DECODE_BOUND, SubCause.PREFILL_INTERFERENCE)
+BANDWIDTH = situation(C.DECODE_BOUND, SubCause.BANDWIDTH_BOUND)
+NO_DATA = situation(C.INSUFFICIENT_DATA)
 
 CATALOG: tuple[HintSpec, ...] = (
     HintSpec(
@@ -271,7 +275,7 @@ CATALOG: tuple[HintSpec, ...] = (
         action="curl the /metrics URL: vLLM must run without --disable-log-stats, and the "
         "scrape must succeed every interval",
         why="a window without its signals cannot be judged; it is never reported healthy",
-        applies={"insufficient_data": 1},
+        applies={NO_DATA: 1},
     ),
 )
 

@@ -1,4 +1,4 @@
-"""The diagnosis records: classes, evidence, findings, hints and the ``Diagnosis`` itself.
+"""The diagnosis records: evidence, findings, hints and the ``Diagnosis`` itself.
 
 All frozen; ``to_dict()`` gives the JSON form the API, the store and ``--json`` share.
 Numbers stay numbers (``None`` when unknown); a value that is only a lower bound (the
@@ -9,35 +9,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from app.diagnose.classes import PROBLEM_CLASSES, DiagnosisClass, SubCause, situation
 
-class DiagnosisClass(StrEnum):
-    """The primary class of a window: exactly one per window and stream."""
-
-    HEALTHY = "healthy"
-    IDLE = "idle"
-    INSUFFICIENT_DATA = "insufficient_data"
-    PREFILL_BOUND = "prefill_bound"
-    DECODE_BOUND = "decode_bound"
-    QUEUE_BOUND = "queue_bound"
-    KV_PRESSURE = "kv_pressure"
-
-
-class SubCause(StrEnum):
-    """Why decode is slow: prefill chunks stall decode steps, or every step is slow."""
-
-    PREFILL_INTERFERENCE = "prefill_interference"
-    BANDWIDTH_BOUND = "bandwidth_bound"
-
-
-PROBLEM_CLASSES: tuple[DiagnosisClass, ...] = (
-    DiagnosisClass.KV_PRESSURE,
-    DiagnosisClass.QUEUE_BOUND,
-    DiagnosisClass.PREFILL_BOUND,
-    DiagnosisClass.DECODE_BOUND,
-)
+__all__ = [
+    "PROBLEM_CLASSES",  # the vocabulary lives in ``classes``; re-exported for callers
+    "Diagnosis",
+    "DiagnosisClass",
+    "Evidence",
+    "Finding",
+    "Hint",
+    "Roofline",
+    "SubCause",
+    "fmt_value",
+]
 
 
 def _num(x: float | None) -> float | None:
@@ -204,7 +190,7 @@ class Diagnosis:
     @property
     def label(self) -> str:
         """``decode_bound/prefill_interference`` style label (class plus sub-cause)."""
-        return str(self.cls) if self.sub_cause is None else f"{self.cls}/{self.sub_cause}"
+        return situation(self.cls, self.sub_cause)
 
     def to_dict(self) -> dict[str, Any]:
         return {

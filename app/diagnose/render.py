@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from app.diagnose.records import Diagnosis, DiagnosisClass, Evidence, fmt_value
+from app.diagnose.classes import DiagnosisClass, situation
+from app.diagnose.records import Diagnosis, Evidence, fmt_value
 
 _HEADLINE = ("ttft_p99", "itl_p99", "kv_usage_max", "preemptions", "waiting_avg")
 
@@ -34,10 +35,7 @@ def render(d: Diagnosis, *, verbose: bool = False) -> str:
     ]
     if d.secondary:
         lines.append("  also:")
-        lines += [
-            f"    - {f.cls}{'/' + f.sub_cause if f.sub_cause else ''}: {f.summary}"
-            for f in d.secondary
-        ]
+        lines += [f"    - {situation(f.cls, f.sub_cause)}: {f.summary}" for f in d.secondary]
     lines.append("  evidence:")
     if d.cls is DiagnosisClass.HEALTHY and not verbose:
         # Nothing fired: the headline comparisons, each once.
@@ -45,8 +43,9 @@ def render(d: Diagnosis, *, verbose: bool = False) -> str:
         lines += [f"    {firsts[s].text()}" for s in _HEADLINE if s in firsts]
     rules = list(dict.fromkeys(e.rule for e in d.evidence))
     wanted = {d.cls.value, *(f.cls.value for f in d.secondary)}
-    if any(e.rule == "insufficient_data" and e.holds is False for e in d.evidence):
-        wanted.add("insufficient_data")
+    no_data = DiagnosisClass.INSUFFICIENT_DATA.value
+    if any(e.rule == no_data and e.holds is False for e in d.evidence):
+        wanted.add(no_data)
     shown = rules if verbose else [r for r in rules if r in wanted]
     for rule in shown:
         lines.append(f"   [{rule}]")

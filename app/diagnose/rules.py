@@ -18,12 +18,13 @@ every step slow (``bandwidth_bound``).
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
+from app.diagnose.classes import DiagnosisClass, SubCause
 from app.diagnose.config import DiagnosisConfig, Slo
 from app.diagnose.facts import Facts
-from app.diagnose.records import DiagnosisClass, Evidence, SubCause, fmt_value
+from app.diagnose.records import Evidence, fmt_value
 from app.diagnose.slo import Breach, judge
 
 C = DiagnosisClass
@@ -44,6 +45,25 @@ class RuleResult:
     margin: float = 0.5
     n: float = math.inf
     sub_cause: SubCause | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Inputs:
+    """What a problem rule looks at: the window's facts, the thresholds, the stream's
+    SLOs, and the TTFT judgements several rules share (made once, by :func:`inputs`)."""
+
+    facts: Facts
+    config: DiagnosisConfig
+    slo: Slo
+    breach: Breach
+    queued: bool | None
+    queue_ev: tuple[Evidence, ...]
+
+
+def inputs(f: Facts, cfg: DiagnosisConfig, slo: Slo) -> Inputs:
+    """The rules' inputs for one window judged against ``slo``."""
+    queued, queue_ev = queue_dominated(f, cfg)
+    return Inputs(f, cfg, slo, ttft_breach(f, slo), queued, queue_ev)
 
 
 def breach_margin(ratio: float) -> float:
@@ -176,12 +196,13 @@ def queue_dominated(f: Facts, cfg: DiagnosisConfig) -> tuple[bool | None, tuple[
     return _all((share.holds, waiting.holds)), (share, waiting)
 
 
-def kv_pressure(f: Facts, cfg: DiagnosisConfig, breach: Breach, queued: bool | None) -> RuleResult:
+def kv_pressure(x: Inputs) -> RuleResult:
     """Preemptions, or a pool ≥ 0.90 full while requests wait (or TTFT is queue-bound).
 
     vLLM preempts a running request only when it cannot get a KV block, so a preemption
     proves the pool ran out even if no scrape caught the usage at its peak.
     """
+    f, cfg, breach, queued = x.facts, x.config, x.breach, x.queued
     r = C.KV_PRESSURE
     full = _cmp(f.kv_max, ">=", cfg.kv_usage_high)
     preempted = None if f.preemptions is None else f.preemptions > 0
@@ -205,15 +226,10 @@ def kv_pressure(f: Facts, cfg: DiagnosisConfig, breach: Breach, queued: bool | N
     return RuleResult(r, holds, ev, summary, margin)
 
 
-def queue_bound(
-    f: Facts,
-    cfg: DiagnosisConfig,
-    slo: Slo,
-    breach: Breach,
-    queued: bool | None,
-    queue_ev: tuple[Evidence, ...],
-) -> RuleResult:
+def queue_bound(x: Inputs) -> RuleResult:
     """TTFT over SLO, mostly spent waiting for admission, with room in the KV pool."""
+    f, cfg, slo, breach = x.facts, x.config, x.slo, x.breach
+    queued, queue_ev = x.queued, x.queue_ev
     r = C.QUEUE_BOUND
     room = _cmp(f.kv_max, "<", cfg.kv_usage_high)
     ev = (
@@ -232,15 +248,9 @@ def queue_bound(
     return RuleResult(r, holds, ev, summary, margin, f.ttft_n or math.inf)
 
 
-def prefill_bound(
-    f: Facts,
-    cfg: DiagnosisConfig,
-    slo: Slo,
-    breach: Breach,
-    queued: bool | None,
-    queue_ev: tuple[Evidence, ...],
-) -> RuleResult:
+def prefill_bound(x: Inputs) -> RuleResult:
     """TTFT over SLO while queueing is the smaller part: prefill compute is slow."""
+    f, slo, breach, queued, queue_ev = x.facts, x.slo, x.breach, x.queued, x.queue_ev
     r = C.PREFILL_BOUND
     small_queue = None if queued is None else not queued
     ev = (breach.evidence, *(_retag(e, r, invert=True) for e in queue_ev))
@@ -259,8 +269,9 @@ def prefill_bound(
     return RuleResult(r, holds, ev, summary, margin, f.ttft_n or math.inf)
 
 
-def decode_bound(f: Facts, cfg: DiagnosisConfig, slo: Slo) -> RuleResult:
+def decode_bound(x: Inputs) -> RuleResult:
     """ITL p99 over SLO; the sub-cause from the shape of ITL and the size of steps."""
+    f, cfg, slo = x.facts, x.config, x.slo
     r = C.DECODE_BOUND
     if f.itl_n > 0:
         breach = judge(str(r), "itl_p99", f.itl_p99, f.itl_p99_ge, f.itl_hist, slo.itl_p99)
@@ -283,6 +294,16 @@ def decode_bound(f: Facts, cfg: DiagnosisConfig, slo: Slo) -> RuleResult:
         )
     margin = breach_margin((f.itl_p99 or 0.0) / slo.itl_p99) * (1.0 if breach.proven else 0.7)
     return RuleResult(r, breach.holds, tuple(ev), summary, margin, f.itl_n, sub)
+
+
+# The rule of every problem class (``classes.PROBLEM_CLASSES``); ``classify`` runs them all
+# and takes the first that holds, in precedence order.
+PROBLEM_RULES: Mapping[DiagnosisClass, Callable[[Inputs], RuleResult]] = {
+    C.KV_PRESSURE: kv_pressure,
+    C.QUEUE_BOUND: queue_bound,
+    C.PREFILL_BOUND: prefill_bound,
+    C.DECODE_BOUND: decode_bound,
+}
 
 
 def _decode_sub_cause(f: Facts, cfg: DiagnosisConfig) -> tuple[SubCause, list[Evidence]]:

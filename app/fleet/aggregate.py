@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.model import QUANTILES, GaugeStats, HistogramDelta, Window
-from app.windows.aggregate import sum_histogram_deltas
+from app.windows.exact import sum_histogram_deltas
 from app.windows.quantile import quantiles_of_delta
 
 __all__ = ["FleetKey", "FleetWindow", "fleet_key", "fleet_window", "group_streams"]

@@ -13,9 +13,9 @@ from typing import Any
 
 from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
 from app.fleet.aggregate import FleetKey, FleetWindow, fleet_window, group_streams
+from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import Imbalance, ImbalanceThresholds, find_imbalance
 from app.fleet.slo import SloSpec, attainment, goodput, window_counts
-from app.fleet.tracker import DeltaSource
 from app.model import Window
 from app.queries import LATEST_TIME, check_windows, stop_if, window_to_dict
 from app.windows.aggregate import window, windows

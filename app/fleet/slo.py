@@ -47,7 +47,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from app.model import HistogramDelta, IntervalDelta, Window
-from app.windows.aggregate import sum_histogram_deltas
+from app.windows.exact import sum_histogram_deltas
 
 __all__ = [
     "OBJECTIVES",

@@ -1,5 +1,5 @@
 """``phasewatch review``: the post-incident report over a past range, from Prometheus.
 
-``report`` (pure: diagnoses → timeline, spikes, findings), ``render`` (Markdown, JSON),
-``run`` (read, window, diagnose) and ``cli`` (the sub-command).
+``report`` (pure: diagnoses → timeline, spikes, findings), ``render`` (Markdown, JSON)
+and ``run`` (read, window, diagnose); the sub-command is ``app.cli.review``.
 """

@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.diagnose.records import PROBLEM_CLASSES, Diagnosis
+from app.diagnose.classes import PROBLEM_CLASSES
+from app.diagnose.records import Diagnosis
 
 __all__ = [
     "AlertEvent",
@@ -198,7 +199,7 @@ class Review:
 
 
 def _is_problem(cls: str) -> bool:
-    return cls in {c.value for c in PROBLEM_CLASSES}
+    return cls in PROBLEM_CLASSES
 
 
 def timeline(diagnoses: Sequence[Diagnosis]) -> list[Run]:

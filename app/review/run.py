@@ -20,6 +20,7 @@ from app.alerts.replay import ReplayedScrapes, replay_alerts
 from app.alerts.rules import Rule
 from app.config import SloConfig
 from app.diagnose import DEFAULT_CONFIG, Diagnosis, DiagnosisConfig, diagnose
+from app.evaluate.settings import with_slo
 from app.model import ErrorKind
 from app.redact import redact_url
 from app.review.report import AlertEvent, Review, build_review
@@ -123,7 +124,7 @@ def would_have_fired(
     end: float,
     length: float,
     step: float,
-    slo: SloConfig,
+    config: DiagnosisConfig,
 ) -> list[AlertEvent]:
     """Replay the alert rules (``app.alerts``) over the history: every alert that fired,
     from its firing to its resolution (None: still firing at the end of the history);
@@ -133,7 +134,8 @@ def would_have_fired(
         if not hist.snapshots:
             continue
         fired: dict[str, AlertEvent] = {}
-        for t in replay_alerts(_replayed(hist), rules, length=length, step=step, slo=slo):
+        replayed = replay_alerts(_replayed(hist), rules, length=length, step=step, config=config)
+        for t in replayed:
             if t.state == "firing":
                 fired[t.fingerprint] = AlertEvent(
                     name=t.alertname,
@@ -166,7 +168,10 @@ async def run_review(
     slo: SloConfig | None = None,
 ) -> Review:
     """Read ``[start - length, end]`` from ``source`` and build the report; with
-    ``rules``, also the alerts that would have fired."""
+    ``rules``, also the alerts that would have fired. ``config`` carries the thresholds
+    and every stream's SLOs; ``slo``, a settings ``slo`` section, is applied to it."""
+    if slo is not None:
+        config = with_slo(config, slo)
     if not end > start:
         raise ValueError("--end must be after --start")
     mode = mode or source.config.mode
@@ -181,7 +186,7 @@ async def run_review(
     alerts = None
     if rules is not None:
         alerts = would_have_fired(
-            history, rules, start=start, end=end, length=length, step=step, slo=slo or SloConfig()
+            history, rules, start=start, end=end, length=length, step=step, config=config
         )
     notes = []
     if mode == "range":

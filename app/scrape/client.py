@@ -46,6 +46,8 @@ class FetchResult:
 
 
 def _connect_kind(exc: BaseException) -> ErrorKind:
+    """``refused`` when an ``ECONNREFUSED`` ``OSError`` is in the exception's chain (the
+    error's type and errno, never its text), else ``connect``."""
     cause: BaseException | None = exc
     while cause is not None:
         if isinstance(cause, ConnectionRefusedError) or (
@@ -53,7 +55,7 @@ def _connect_kind(exc: BaseException) -> ErrorKind:
         ):
             return ErrorKind.REFUSED
         cause = cause.__cause__ or cause.__context__
-    return ErrorKind.REFUSED if "refused" in str(exc).lower() else ErrorKind.CONNECT
+    return ErrorKind.CONNECT
 
 
 class ClientPool:

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator
 from prometheus_client.metrics_core import Metric
 from prometheus_client.utils import floatToGoString as _float_to_go
 
-from app.sim.families import Child, Family, replica_families
+from app.sim.families import replica_families
+from app.sim.family_parts import Child, Family
 from app.sim.metrics import Hist
 
 __all__ = ["CONTENT_TYPE", "SimCollector", "TextWriter", "fmt_float", "replica_families"]

@@ -5,65 +5,21 @@ generated fixtures: ``0.33`` (V1, ``engine`` label, ``_created`` families), ``0.
 plus the deprecated ``gpu_cache_usage_perc``, ``gpu_prefix_cache_*`` and
 ``time_per_output_token_seconds`` twins, as 0.10.2 printed them), ``0.6`` (V0 names,
 ``model_name`` only, children created lazily: a family has no samples until its first
-observation, and no ``_created`` families).
+observation, and no ``_created`` families; its list is ``app.sim.families_v0``). What a
+family is made of: ``app.sim.family_parts``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
 from app.sim.engine import Replica
-from app.sim.metrics import REJECTION_REASONS, SUCCESS_REASONS, Hist, MetricState
-
-Value = Callable[[], float]
-
-HistValue = Callable[[], Hist]
-
-
-@dataclass(slots=True)
-class Child:
-    labels: dict[str, str]
-    value: Value | HistValue
-    visible: Callable[[], bool] | None = None
-
-
-@dataclass(slots=True)
-class Family:
-    kind: str  # gauge | counter | histogram
-    name: str  # counters without _total
-    help: str
-    children: list[Child]
-    created: bool
-
-
-class Source:
-    """What the families read: the metric state plus the engine's live gauges."""
-
-    def __init__(
-        self,
-        metrics: MetricState,
-        running: Value,
-        waiting: Value,
-        kv_usage: Value,
-        cache_labels: dict[str, str],
-    ) -> None:
-        self.m = metrics
-        self.running = running
-        self.waiting = waiting
-        self.kv_usage = kv_usage
-        self.cache_labels = cache_labels
-
-
-def _const(v: float) -> Value:
-    return lambda: v
+from app.sim.families_v0 import v0_families
+from app.sim.family_parts import Child, Family, Source, Value, const, reader
+from app.sim.metrics import REJECTION_REASONS, SUCCESS_REASONS, Hist
 
 
 def families(src: Source, version: str, model_name: str) -> list[Family]:
     """The families of ``version`` in the order vLLM registers them."""
     if version == "0.6":
-        from app.sim.families_v0 import v0_families
-
         return v0_families(src, model_name)
     m = src.m
     base = {"engine": "0", "model_name": model_name}
@@ -113,14 +69,14 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
             "vllm:num_requests_waiting_by_reason",
             _WAITING_BY_REASON_HELP,
             "reason",
-            {"capacity": src.waiting, "deferred": _const(0.0)},
+            {"capacity": src.waiting, "deferred": const(0.0)},
         )
         labelled(
             "gauge",
             "vllm:engine_sleep_state",
             _SLEEP_HELP,
             "sleep_state",
-            {"awake": _const(1.0), "weights_offloaded": _const(0.0), "discard_all": _const(0.0)},
+            {"awake": const(1.0), "weights_offloaded": const(0.0), "discard_all": const(0.0)},
         )
     gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", src.kv_usage)
     counter(
@@ -134,7 +90,7 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
         lambda: m.prefix_hits,
     )
     if not v10:
-        zero = _const(0.0)
+        zero = const(0.0)
         counter(
             "vllm:external_prefix_cache_queries",
             "External prefix cache queries from KV "
@@ -172,7 +128,7 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
             {
                 "local_compute": lambda: m.prompt_local_compute,
                 "local_cache_hit": lambda: m.prompt_cache_hit,
-                "external_kv_transfer": _const(0.0),
+                "external_kv_transfer": const(0.0),
             },
         )
         counter(
@@ -182,7 +138,7 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
         )
         tiers: dict[str, Value] = {"device": lambda: m.prompt_cache_hit}
         for tier in ("host", "p2p", "disk", "external_unspecified"):
-            tiers[tier] = _const(0.0)
+            tiers[tier] = const(0.0)
         labelled(
             "counter",
             "vllm:prompt_tokens_cached_by_source",
@@ -201,11 +157,11 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
         "vllm:request_success",
         "Count of successfully processed requests.",
         "finished_reason",
-        {r: _reader(m.success, r) for r in reasons},
+        {r: reader(m.success, r) for r in reasons},
     )
     if not v10:
         kids = [
-            Child({"model_name": model_name, "reason": r}, _reader(m.rejections, r))
+            Child({"model_name": model_name, "reason": r}, reader(m.rejections, r))
             for r in REJECTION_REASONS
         ]
         out.append(
@@ -282,15 +238,11 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
             "gauge",
             "vllm:cache_config_info",
             "Information of the LLMEngine CacheConfig",
-            [Child(info, _const(1.0))],
+            [Child(info, const(1.0))],
             False,
         )
     )
     return out
-
-
-def _reader(d: dict[str, float], key: str) -> Value:
-    return lambda: d[key]
 
 
 _WAITING_BY_REASON_HELP = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from app.sim.families import Child, Family, Source, Value, _const, _reader
+from app.sim.family_parts import Child, Family, Source, Value, const, reader
 from app.sim.metrics import SUCCESS_REASONS, Hist
 
 
@@ -52,7 +52,7 @@ def v0_families(src: Source, model_name: str) -> list[Family]:
         "Number of requests waiting to be processed.",
         src.waiting,
     )
-    simple("gauge", "vllm:num_requests_swapped", "Number of requests swapped to CPU.", _const(0.0))
+    simple("gauge", "vllm:num_requests_swapped", "Number of requests swapped to CPU.", const(0.0))
     simple(
         "gauge",
         "vllm:gpu_cache_usage_perc",
@@ -63,10 +63,10 @@ def v0_families(src: Source, model_name: str) -> list[Family]:
         "gauge",
         "vllm:cpu_cache_usage_perc",
         "CPU KV-cache usage. 1 means 100 percent usage.",
-        _const(0.0),
+        const(0.0),
     )
     simple(
-        "gauge", "vllm:cpu_prefix_cache_hit_rate", "CPU prefix cache block hit rate.", _const(-1.0)
+        "gauge", "vllm:cpu_prefix_cache_hit_rate", "CPU prefix cache block hit rate.", const(-1.0)
     )
     simple("gauge", "vllm:gpu_prefix_cache_hit_rate", "GPU prefix cache block hit rate.", hit_rate)
     simple(
@@ -104,7 +104,7 @@ def v0_families(src: Source, model_name: str) -> list[Family]:
     )
     hist("vllm:request_params_n", "Histogram of the n request parameter.", m.req_params_n)
     kids = [
-        Child({**base, "finished_reason": r}, _reader(m.success, r), _seen(m.success, r))
+        Child({**base, "finished_reason": r}, reader(m.success, r), _seen(m.success, r))
         for r in SUCCESS_REASONS[:3]
     ]
     out.append(
@@ -141,7 +141,7 @@ def v0_families(src: Source, model_name: str) -> list[Family]:
             "gauge",
             "vllm:cache_config_info",
             "Information of the LLMEngine CacheConfig",
-            [Child(dict(src.cache_labels), _const(1.0))],
+            [Child(dict(src.cache_labels), const(1.0))],
             False,
         )
     )

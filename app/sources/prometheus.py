@@ -1,15 +1,16 @@
 """The canonical signals read from a Prometheus-compatible server instead of scraped.
 
 **What is read.** The raw cumulative vLLM series — every ``_bucket``/``_sum``/``_count``
-of the histograms, the gauges and the counters that :mod:`app.scrape.normalize` knows
-(its ``HISTOGRAM_SOURCES``/``GAUGE_SOURCES``/``COUNTER_SOURCES`` tables, plus
-``request_success_total`` and ``cache_config_info``), each name in both spellings,
-``vllm:`` and ``vllm_`` (a page served as OpenMetrics by prometheus-client ≥ 0.23 is
-stored as ``vllm_*``; where one target has both, ``vllm:`` wins). Series are read one by
-one, not summed in PromQL: ``sum()`` over counters before resets are handled would turn
-one engine's restart into a huge negative or positive jump, and ``increase()``
-extrapolates to the range edges (by a different factor per bucket whenever a bucket
-starts at 0). Each set of samples that share a timestamp is one "page".
+of the histograms, the gauges and the counters that :mod:`app.scrape.normalize` reads
+(the ``HISTOGRAM_SOURCES``/``GAUGE_SOURCES``/``COUNTER_SOURCES`` tables of
+:mod:`app.scrape.signals`, plus ``request_success_total`` and ``cache_config_info``),
+each name in both spellings, ``vllm:`` and ``vllm_`` (a page served as OpenMetrics by
+prometheus-client ≥ 0.23 is stored as ``vllm_*``; where one target has both, ``vllm:``
+wins). Series are read one by one, not summed in PromQL: ``sum()`` over counters before
+resets are handled would turn one engine's restart into a huge negative or positive
+jump, and ``increase()`` extrapolates to the range edges (by a different factor per
+bucket whenever a bucket starts at 0). Each set of samples that share a timestamp is one
+"page".
 
 **Two ways to read** (``source.mode``):
 
@@ -43,15 +44,15 @@ from dataclasses import dataclass, field
 
 from app.config import SourceConfig
 from app.model import IntervalDelta, Sample, Snapshot
-from app.scrape.normalize import (
+from app.scrape.normalize import NormalizeCache, normalize
+from app.scrape.result import ParseResult
+from app.scrape.signals import (
     CACHE_CONFIG_FAMILY,
     COUNTER_SOURCES,
     FINISHED_FAMILY,
     GAUGE_SOURCES,
     HISTOGRAM_SOURCES,
-    normalize,
 )
-from app.scrape.parse import ParseResult
 from app.sources.promapi import Matcher, PromAPI, Series, parse_matchers, selector
 from app.windows.delta import snapshot_deltas
 
@@ -136,13 +137,14 @@ def history_from_series(
     earlier read, so the first new page gets its delta too.
     """
     pages = _pages(series, target_label)
+    cache = NormalizeCache()  # this call's pages share their labels tuples
     out: History = {}
     for target, by_ts in pages.items():
         hist = out[target] = TargetHistory(target)
         prev = (previous or {}).get(target)
         for ts in sorted(by_ts):
             parsed = ParseResult(samples=by_ts[ts], types={}, errors=0, cut_last_line=False)
-            snap = normalize(parsed, target=target, ts=ts)
+            snap = normalize(parsed, target=target, ts=ts, cache=cache)
             if prev is not None and ts > prev.ts:
                 hist.deltas.extend(snapshot_deltas(prev, snap))
             hist.snapshots.append(snap)

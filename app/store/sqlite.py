@@ -1,16 +1,10 @@
 """SQLite store (WAL): interval deltas, scrape health, last snapshots, retention.
 
 One connection guarded by a lock; callers on the event loop hand work to a thread.
-Schema changes are numbered migrations applied in order and recorded in
-``PRAGMA user_version``, so an older file is upgraded in place and a newer one refused.
-
-A failed write raises the ``sqlite3.Error`` it got (the transaction rolled back) and is
-remembered for :meth:`Store.health` with its kind (:func:`error_kind`: ``read_only``,
-``full``, ``busy``, ``io``, ``corrupt``, ``other``) until a later write *of the same
-writer* succeeds, or a scrape round (the heaviest and most frequent write) does. Writers
-are named (``rounds``, ``outbox``, ``diagnoses``…): on a full disk a small update may
-still fit in a free page while the scrape rounds keep failing, and that must not make the
-store look healthy.
+The schema and its migrations: :mod:`app.store.schema` (an older file is upgraded in
+place, a newer one refused). A failed write raises the ``sqlite3.Error`` it got (the
+transaction rolled back) and shows in :meth:`Store.health` until its writer, or a scrape
+round, writes again (:mod:`app.store.health`).
 """
 
 from __future__ import annotations
@@ -18,7 +12,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,102 +20,9 @@ from typing import Any
 
 from app.model import IntervalDelta, StreamSnapshot
 from app.store.codec import decode_delta, decode_stream, encode_delta, encode_stream
+from app.store.health import StoreHealth, WriteHealth
 from app.store.recent import RecentDeltas
-
-MIGRATIONS: tuple[str, ...] = (
-    # 1: the data path
-    """
-    CREATE TABLE streams(
-        id INTEGER PRIMARY KEY,
-        target TEXT NOT NULL,
-        model_name TEXT NOT NULL,
-        UNIQUE(target, model_name)
-    );
-    CREATE TABLE layouts(id INTEGER PRIMARY KEY, bounds TEXT NOT NULL UNIQUE);
-    CREATE TABLE intervals(
-        stream_id INTEGER NOT NULL,
-        end_ts REAL NOT NULL,
-        start_ts REAL NOT NULL,
-        reset INTEGER NOT NULL,
-        payload BLOB NOT NULL,
-        PRIMARY KEY(stream_id, end_ts)
-    ) WITHOUT ROWID;
-    CREATE TABLE scrapes(
-        target TEXT NOT NULL,
-        ts REAL NOT NULL,
-        ok INTEGER NOT NULL,
-        error_kind TEXT,
-        error TEXT,
-        duration REAL NOT NULL,
-        bytes INTEGER NOT NULL,
-        parse_errors INTEGER NOT NULL,
-        PRIMARY KEY(target, ts)
-    ) WITHOUT ROWID;
-    CREATE TABLE last_snapshot(
-        target TEXT NOT NULL,
-        model_name TEXT NOT NULL,
-        ts REAL NOT NULL,
-        payload BLOB NOT NULL,
-        PRIMARY KEY(target, model_name)
-    ) WITHOUT ROWID;
-    """,
-    # 2: diagnoses, alerting (state, history, outbox, silences)
-    """
-    CREATE TABLE diagnoses(
-        stream_id INTEGER NOT NULL,
-        end_ts REAL NOT NULL,
-        start_ts REAL NOT NULL,
-        class TEXT NOT NULL,
-        payload BLOB NOT NULL,
-        PRIMARY KEY(stream_id, end_ts)
-    ) WITHOUT ROWID;
-    CREATE TABLE alert_state(
-        fingerprint TEXT PRIMARY KEY,
-        payload TEXT NOT NULL
-    );
-    CREATE TABLE alert_history(
-        id INTEGER PRIMARY KEY,
-        fingerprint TEXT NOT NULL,
-        alertname TEXT NOT NULL,
-        state TEXT NOT NULL,
-        at REAL NOT NULL,
-        labels TEXT NOT NULL,
-        annotations TEXT NOT NULL
-    );
-    CREATE INDEX alert_history_at ON alert_history(at);
-    CREATE TABLE outbox(
-        id INTEGER PRIMARY KEY,
-        receiver TEXT NOT NULL,
-        dedup_key TEXT NOT NULL,
-        payload TEXT NOT NULL,
-        created REAL NOT NULL,
-        next_attempt REAL NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        last_error TEXT,
-        delivered REAL,
-        UNIQUE(receiver, dedup_key)
-    );
-    CREATE INDEX outbox_due ON outbox(delivered, next_attempt);
-    CREATE TABLE silences(
-        id TEXT PRIMARY KEY,
-        matchers TEXT NOT NULL,
-        starts_at REAL NOT NULL,
-        ends_at REAL NOT NULL,
-        created_by TEXT NOT NULL,
-        comment TEXT NOT NULL
-    );
-    """,
-    # 3: outbox delivery order and outcome. Rows of one alert go out in id order per
-    # receiver (a "resolved" never overtakes its "firing"); ``kind`` is event or update
-    # (Alertmanager: only the newest row per alert is sent); ``outcome`` says how a row
-    # ended (sent, rejected, superseded, expired) — ``delivered`` is when.
-    """
-    ALTER TABLE outbox ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
-    ALTER TABLE outbox ADD COLUMN kind TEXT NOT NULL DEFAULT 'event';
-    ALTER TABLE outbox ADD COLUMN outcome TEXT;
-    CREATE INDEX outbox_order ON outbox(receiver, fingerprint, id);
-    """,
-)
+from app.store.schema import MIGRATIONS, migrate, user_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,39 +41,6 @@ class ScrapeRecord:
 
 class StoreError(RuntimeError):
     """The store file cannot be used (newer schema, not a database, …)."""
-
-
-_ERROR_KINDS = (
-    ("SQLITE_READONLY", "read_only"),
-    ("SQLITE_FULL", "full"),
-    ("SQLITE_BUSY", "busy"),
-    ("SQLITE_LOCKED", "busy"),
-    ("SQLITE_IOERR", "io"),
-    ("SQLITE_CORRUPT", "corrupt"),
-    ("SQLITE_NOTADB", "corrupt"),
-)
-
-
-def error_kind(exc: BaseException) -> str:
-    """What a store error means for an operator: ``read_only``, ``full``, ``busy``, ``io``,
-    ``corrupt`` or ``other`` (from SQLite's result code, extended codes included)."""
-    name = getattr(exc, "sqlite_errorname", None) or ""
-    for prefix, kind in _ERROR_KINDS:
-        if name.startswith(prefix):
-            return kind
-    return "other"
-
-
-@dataclass(frozen=True, slots=True)
-class StoreHealth:
-    """Whether the latest write got through; the last failure and when it happened."""
-
-    ok: bool
-    error_kind: str | None
-    last_error: str | None
-    last_error_at: float | None
-    last_write_ok: float | None
-    failed_writes: int
 
 
 class Store:
@@ -198,26 +65,18 @@ class Store:
         self._layouts: dict[tuple[float, ...], int] = {}
         self._bounds: dict[int, tuple[float, ...]] = {}
         self._streams: dict[tuple[str, str], int] = {}
-        self._last_ok: dict[str, float] = {}  # writer -> time of its last commit
-        self._last_error: dict[str, tuple[float, str, str]] = {}  # writer -> (at, kind, msg)
-        self._failed_writes = 0
+        self._health = WriteHealth()
         self._load_caches()
 
     # -- schema ---------------------------------------------------------------------------
     def _migrate(self) -> None:
-        (version,) = self._db.execute("PRAGMA user_version").fetchone()
+        version = user_version(self._db)
         if version > len(MIGRATIONS):
             raise StoreError(
                 f"store {self.path} has schema {version}, newer than this phasewatch "
                 f"({len(MIGRATIONS)}); upgrade phasewatch or use another file"
             )
-        for number in range(version + 1, len(MIGRATIONS) + 1):
-            self._db.execute("BEGIN")
-            for statement in MIGRATIONS[number - 1].split(";"):
-                if statement.strip():
-                    self._db.execute(statement)
-            self._db.execute(f"PRAGMA user_version = {number}")
-            self._db.execute("COMMIT")
+        migrate(self._db, version)
 
     @property
     def schema_version(self) -> int:
@@ -262,36 +121,13 @@ class Store:
         """
         if self._db.in_transaction:
             self._db.execute("ROLLBACK")
-        if isinstance(exc, sqlite3.Error):
-            self._failed_writes += 1
-            self._last_error[writer] = (time.time(), error_kind(exc), str(exc)[:300])
-
-    def _wrote(self, writer: str) -> None:
-        self._last_ok[writer] = time.time()
+        self._health.failed(writer, exc)
 
     def health(self) -> StoreHealth:
         """The write path's health: ok unless some writer's latest write failed and no
         scrape round has been written since."""
         with self._lock:
-            rounds_ok = self._last_ok.get("rounds", -1.0)
-            failing = sorted(
-                (
-                    err
-                    for w, err in self._last_error.items()
-                    if max(self._last_ok.get(w, -1.0), rounds_ok) < err[0]
-                ),
-                reverse=True,
-            )
-            latest = max(self._last_error.values(), default=None)
-            err = failing[0] if failing else latest
-            return StoreHealth(
-                ok=not failing,
-                error_kind=failing[0][1] if failing else None,
-                last_error=None if err is None else err[2],
-                last_error_at=None if err is None else err[0],
-                last_write_ok=max(self._last_ok.values(), default=None),
-                failed_writes=self._failed_writes,
-            )
+            return self._health.health()
 
     # -- generic access for the repositories of other aggregates ----------------------------
     @contextmanager
@@ -306,7 +142,7 @@ class Store:
             except BaseException as exc:
                 self._rollback(exc, writer)
                 raise
-            self._wrote(writer)
+            self._health.wrote(writer)
 
     def fetchall(self, sql: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
         """Run a read query under the store's lock."""
@@ -362,7 +198,7 @@ class Store:
                 raise
             self._writes += 1
             self._recent.add(deltas)
-            self._wrote("rounds")
+            self._health.wrote("rounds")
 
     def enforce_retention(self, now: float, retention_s: float) -> int:
         """Drop intervals and scrape rows older than the retention; return rows removed."""
@@ -385,7 +221,7 @@ class Store:
             except sqlite3.Error as exc:
                 self._rollback(exc, "retention")
                 raise
-            self._wrote("retention")
+            self._health.wrote("retention")
             return removed + int(cur.rowcount)
 
     # -- reads ----------------------------------------------------------------------------

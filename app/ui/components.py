@@ -12,6 +12,7 @@ from typing import Any
 from dash import html
 
 from app.diagnose import Diagnosis
+from app.diagnose.classes import situation
 from app.diagnose.records import Evidence, fmt_value
 from app.ui import palette
 from app.ui.data import Point
@@ -30,7 +31,7 @@ def badge(cls: str, sub_cause: str | None = None, **kw: Any) -> html.Span:
         palette.label(cls, sub_cause),
         className="badge",
         style={"background": st.colour, "color": st.text},
-        title=f"class: {cls}" + (f"/{sub_cause}" if sub_cause else ""),
+        title=f"class: {situation(cls, sub_cause)}",
         **data_attrs(**{"class": cls}),
         **kw,
     )

@@ -20,7 +20,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 
-from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
+from app.diagnose import Diagnosis, DiagnosisClass, DiagnosisConfig, diagnose
 from app.model import Quantile, Window
 from app.queries import grid_runs
 from app.ui import palette
@@ -87,7 +87,8 @@ class Card:
 
     @property
     def cls(self) -> str:
-        return "insufficient_data" if self.diagnosis is None else str(self.diagnosis.cls)
+        no_data = DiagnosisClass.INSUFFICIENT_DATA
+        return no_data.value if self.diagnosis is None else self.diagnosis.cls.value
 
 
 def _q(w: Window, signal: str, p: str) -> Quantile:

@@ -23,10 +23,10 @@ from fastapi.responses import RedirectResponse
 
 from app.config import Settings
 from app.diagnose import DiagnosisConfig
+from app.evaluate.settings import diagnosis_config
 from app.fleet.tracker import SloTracker
 from app.pacing import Pacer
 from app.redact import redact_url
-from app.service import diagnosis_config
 from app.ui.alertfeed import AlertFeed, NoAlerts, StoreAlerts
 from app.ui.dashapp import build_dash
 from app.ui.data import UiData

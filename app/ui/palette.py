@@ -1,15 +1,17 @@
-"""Colours, patterns and text labels of the diagnosis classes.
+"""Colours, patterns and text labels of the diagnosis classes, and the charts' colours.
 
 Colours come from the Okabe–Ito palette, which stays distinguishable under the common
 colour-vision deficiencies. Colour is never the only carrier: every class also has a
 text label (legends, cards, hover, the band's own text) and a fill pattern in the band.
+Each class's label, colour, pattern and severity are its entry in the vocabulary
+(``app.diagnose.classes``); this module draws with them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.diagnose.records import DiagnosisClass
+from app.diagnose import classes
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,18 +36,14 @@ VERMILLION = "#D55E00"
 PURPLE = "#CC79A7"
 GREY = "#999999"
 BLACK = "#000000"
+# Every colour a class may be filled with: Okabe–Ito, and grey for "no data".
+SWATCHES = (ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE, GREY, BLACK)
 
-C = DiagnosisClass
 STYLES: dict[str, ClassStyle] = {
-    C.KV_PRESSURE: ClassStyle("KV-cache pressure", "KV", VERMILLION, "#ffffff", "+", 6),
-    C.QUEUE_BOUND: ClassStyle("Queue-bound", "QUEUE", PURPLE, "#000000", "-", 5),
-    C.PREFILL_BOUND: ClassStyle("Prefill-bound", "PREFILL", ORANGE, "#000000", "/", 4),
-    C.DECODE_BOUND: ClassStyle("Decode-bound", "DECODE", BLUE, "#ffffff", "\\", 3),
-    C.INSUFFICIENT_DATA: ClassStyle("Insufficient data", "NO DATA", GREY, "#000000", "x", 2),
-    C.HEALTHY: ClassStyle("Healthy", "OK", GREEN, "#ffffff", "", 1),
-    C.IDLE: ClassStyle("Idle", "IDLE", SKY, "#000000", ".", 0),
+    t.cls: ClassStyle(t.label, t.short, t.colour, t.text, t.pattern, classes.severity(t.cls))
+    for t in classes.VOCABULARY
 }
-UNKNOWN = ClassStyle("Unknown", "?", "#dddddd", "#000000", "", -1)
+UNKNOWN = ClassStyle("Unknown", "?", "#dddddd", "#000000", "", classes.severity(""))
 
 # Line colours of the five-metric charts (also told apart by dash style and legend text).
 P50 = BLUE
@@ -63,14 +61,13 @@ def style(cls: str) -> ClassStyle:
 
 
 def severity(cls: str) -> int:
-    """Higher is worse: KV pressure > queue > prefill > decode > no data > healthy > idle."""
-    return style(cls).severity
+    """Higher is worse (``classes.severity``); unknown values lowest."""
+    return classes.severity(cls)
 
 
 def label(cls: str, sub_cause: str | None = None) -> str:
     """``"Decode-bound (prefill interference)"`` style text for a class and sub-cause."""
-    text = style(cls).label
-    return f"{text} ({sub_cause.replace('_', ' ')})" if sub_cause else text
+    return classes.label(cls, sub_cause, unknown=UNKNOWN.label)
 
 
 # Replicas side by side: each replica a colour *and* a dash style, so lines stay apart in

@@ -18,12 +18,11 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.ui import palette
+from app.diagnose.classes import PROBLEM_CLASSES, DiagnosisClass, severity
 from app.ui.data import Point, Timeline
 from app.ui.figures import Run, band_runs
 
 SIGNALS = ("ttft", "itl")
-PROBLEMS = ("kv_pressure", "queue_bound", "prefill_bound", "decode_bound")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +131,8 @@ def find_spikes(
 def dominant_class(points: Sequence[Point]) -> str:
     """The most frequent problem class (most severe on a tie), else the most frequent."""
     counts = Counter(p.cls for p in points)
-    problems = {c: n for c, n in counts.items() if c in PROBLEMS}
+    problems = {c: n for c, n in counts.items() if c in PROBLEM_CLASSES}
     pool = problems or counts
     if not pool:
-        return "insufficient_data"
-    return max(pool, key=lambda c: (pool[c], palette.severity(c)))
+        return DiagnosisClass.INSUFFICIENT_DATA.value
+    return max(pool, key=lambda c: (pool[c], severity(c)))

@@ -1,16 +1,14 @@
 """Pure window maths: interval deltas, counter resets, Prometheus' ``histogram_quantile``,
-and window aggregation. No I/O, no clock: every time is passed in.
+exact sums and window aggregation. No I/O, no clock: every time is passed in.
 """
 
 from app.windows.aggregate import (
-    ExactSum,
     GaugeSample,
     finished_requests,
     mean_gen_len,
     mean_prompt_len,
     prefix_hit_ratio,
     quantile,
-    sum_histogram_deltas,
     window,
     windows,
 )
@@ -21,6 +19,7 @@ from app.windows.delta import (
     snapshot_deltas,
     to_increments,
 )
+from app.windows.exact import ExactSum, HistogramSum, sum_histogram_deltas
 from app.windows.quantile import (
     bucket_quantile,
     cumulative_counts,
@@ -33,6 +32,7 @@ from app.windows.quantile import (
 __all__ = [
     "ExactSum",
     "GaugeSample",
+    "HistogramSum",
     "bucket_quantile",
     "cumulative_counts",
     "finished_requests",

@@ -8,6 +8,7 @@ from typing import Any
 
 from dash import Dash, Input, Output, dcc, html
 
+from app.diagnose.classes import DiagnosisClass
 from app.diagnose.records import fmt_value
 from app.ui import ids, palette
 from app.ui.components import badge, data_attrs, mini_band
@@ -133,7 +134,7 @@ def card_view(
         body.append(mini_band(card.recent, ctx.data.step, start=now - RECENT_S, end=now))
         body.extend(budget_lines(budgets or []))
     elif card.up or not card.error:
-        body.append(badge("insufficient_data"))
+        body.append(badge(DiagnosisClass.INSUFFICIENT_DATA.value))
         body.append(html.Div("no data yet", className="muted"))
     alerts = (
         html.Div(["firing: ", ", ".join(card.firing)], className="card-alerts firing")
@@ -163,7 +164,8 @@ def register(app: Dash, ctx: PageContext) -> None:
                 firing.setdefault((a.target, a.model_name or ""), []).append(a.name)
         cards = ctx.data.cards(firing)
         now = ctx.data.now()
-        problems = sum(1 for c in cards if c.cls not in ("healthy", "idle"))
+        fine = (DiagnosisClass.HEALTHY, DiagnosisClass.IDLE)
+        problems = sum(1 for c in cards if c.cls not in fine)
         n_firing = sum(len(c.firing) for c in cards)
         status = (
             f"{len(cards)} stream(s), {problems} not healthy, {n_firing} firing alert(s) · "

@@ -1,9 +1,10 @@
-"""``phasewatch diagnose URL`` (one-shot triage) and ``phasewatch replay DIR`` (a timeline).
+"""``phasewatch diagnose URL``: one-shot triage of a live server.
 
-Both take the SLOs (``--slo-ttft-p99``, ``--slo-itl-p99``, or a ``--config`` file's
-``slo`` section with its per-target/model overrides) and, optionally, a GPU and a model
-for the decode roofline (``--gpu`` preset or ``--bandwidth-gbs``; ``--weight-bytes``,
-``--params`` with ``--dtype``, or ``--model-config config.json``).
+It and ``replay`` share the diagnosis options (:func:`add_diagnosis_options`): the SLOs
+(``--slo-ttft-p99``, ``--slo-itl-p99``, or a ``--config`` file's ``slo`` section with
+its per-target/model overrides) and, optionally, a GPU and a model for the decode
+roofline (``--gpu`` preset or ``--bandwidth-gbs``; ``--weight-bytes``, ``--params``
+with ``--dtype``, or ``--model-config config.json``).
 """
 
 from __future__ import annotations
@@ -13,21 +14,19 @@ import asyncio
 import dataclasses
 import json
 import sys
-from collections import Counter
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from app.config import ConfigError, load_settings
 from app.diagnose.config import DEFAULT_CONFIG, DiagnosisConfig, SloOverride
-from app.diagnose.records import PROBLEM_CLASSES, Diagnosis
 from app.diagnose.render import render
-from app.diagnose.replay import diagnose_observed, diagnose_scrapes, observe, read_scrapes
+from app.diagnose.replay import diagnose_observed, observe
 from app.diagnose.roofline import DEVICE_BANDWIDTH_GBS, Hardware
 from app.redact import redact_url
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def add_diagnosis_options(p: argparse.ArgumentParser) -> None:
+    """``--json``, the SLO flags and the roofline group, as ``diagnose`` and ``replay`` take."""
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--slo-ttft-p99", type=float, metavar="S", help="TTFT p99 SLO, s (default 2)")
     p.add_argument("--slo-itl-p99", type=float, metavar="S", help="ITL p99 SLO, s (default 0.1)")
@@ -54,21 +53,8 @@ def register(sub: Any) -> None:
     d.add_argument("--timeout", type=float, default=4.0, help="per-scrape timeout, s")
     d.add_argument("--quiet", action="store_true", help="no progress dots on stderr")
     d.add_argument("--verbose", action="store_true", help="the evidence of every rule")
-    _common(d)
+    add_diagnosis_options(d)
     d.set_defaults(func=run_diagnose)
-
-    r: argparse.ArgumentParser = sub.add_parser(
-        "replay",
-        help="diagnose a recording folder window by window (and the alerts it would fire)",
-        description="A folder of <unix-seconds>.prom pages → the diagnosis timeline.",
-    )
-    r.add_argument("dir", metavar="DIR", help="folder of <unix-seconds>.prom pages")
-    r.add_argument("--window", type=float, default=60.0, help="window length, s (default 60)")
-    r.add_argument("--step", type=float, default=15.0, help="step between windows, s")
-    r.add_argument("--target", help="target name (default: the folder's name)")
-    r.add_argument("--verbose", action="store_true", help="evidence and hints of every window")
-    _common(r)
-    r.set_defaults(func=run_replay)
 
 
 def config_from(args: argparse.Namespace) -> DiagnosisConfig:
@@ -102,7 +88,8 @@ def config_from(args: argparse.Namespace) -> DiagnosisConfig:
     return dataclasses.replace(config, hardware=hardware)
 
 
-def _fail(message: object) -> int:
+def fail(message: object) -> int:
+    """Print ``phasewatch: message`` on stderr; exit status 2."""
     print(f"phasewatch: {message}", file=sys.stderr)
     return 2
 
@@ -111,7 +98,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
     try:
         config = config_from(args)
     except (ConfigError, OSError, ValueError) as exc:
-        return _fail(exc)
+        return fail(exc)
 
     def progress(elapsed: float, ok: bool) -> None:
         if not args.quiet and not args.json:
@@ -149,58 +136,3 @@ def run_diagnose(args: argparse.Namespace) -> int:
             print()
             print(render(d, verbose=args.verbose))
     return 0 if ok else 1
-
-
-def _ts(t: float) -> str:
-    return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def run_replay(args: argparse.Namespace) -> int:
-    try:
-        config = config_from(args)
-        scrapes = read_scrapes(Path(args.dir), args.target)
-        diagnoses = diagnose_scrapes(scrapes, length=args.window, step=args.step, config=config)
-    except (ConfigError, OSError, ValueError) as exc:
-        return _fail(exc)
-    if args.json:
-        out = {
-            "dir": str(args.dir),
-            "target": scrapes.target,
-            "start": scrapes.start,
-            "end": scrapes.end,
-            "window": args.window,
-            "step": args.step,
-            "slo": {"ttft_p99": config.slo_ttft_p99, "itl_p99": config.slo_itl_p99},
-            "windows": [d.to_dict() for d in diagnoses],
-        }
-        print(json.dumps(out, indent=2))
-        return 0
-    for d in diagnoses:
-        ttft = "n/a" if d.ttft_p99 is None else f"{'≥' if d.ttft_p99_ge else ''}{d.ttft_p99:.2f}s"
-        itl = (
-            "n/a" if d.itl_p99 is None else f"{'≥' if d.itl_p99_ge else ''}{d.itl_p99 * 1000:.0f}ms"
-        )
-        print(
-            f"{_ts(d.end)}  {d.model_name:<24.24}  {d.label:<34} {d.confidence:4.2f}  "
-            f"TTFT p99 {ttft:>8}  ITL p99 {itl:>7}"
-        )
-        if args.verbose:
-            print(render(d, verbose=True))
-    _print_hints(diagnoses)
-    return 0
-
-
-def _print_hints(diagnoses: list[Diagnosis]) -> None:
-    """Once per problem seen: how often, its latest summary and its top hints."""
-    seen = Counter(d.label for d in diagnoses if d.cls in PROBLEM_CLASSES)
-    if not seen:
-        print("\nno problem class in any window")
-        return
-    for label, count in seen.most_common():
-        last = next(d for d in reversed(diagnoses) if d.label == label)
-        print(
-            f"\n{label}: {count} of {len(diagnoses)} windows — e.g. {_ts(last.end)}: {last.summary}"
-        )
-        for i, h in enumerate(last.hints[:3], 1):
-            print(f"  {i}. {h.title}: {h.action}")
-            print(f"     why: {h.why}")

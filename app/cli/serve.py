@@ -1,18 +1,13 @@
-"""``phasewatch serve`` (the service) and ``phasewatch scrape-once`` (one page → JSON)."""
+"""``phasewatch serve``: the service in the foreground, until interrupted."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
 import sys
 from typing import Any
 
-import httpx
-
 from app.config import ConfigError, Settings, load_settings, parse_target_flag
 from app.logs import collect_secrets, setup_logging
-from app.model import Snapshot
 
 
 def register(sub: Any) -> None:
@@ -31,14 +26,6 @@ def register(sub: Any) -> None:
     p.add_argument("--port", type=int, help="port to listen on (default 8321)")
     p.add_argument("--db", metavar="PATH", help="SQLite store path (default phasewatch.db)")
     p.set_defaults(func=run_serve)
-
-    q: argparse.ArgumentParser = sub.add_parser(
-        "scrape-once", help="scrape one URL or file and print the normalised streams"
-    )
-    q.add_argument("source", metavar="URL_OR_FILE")
-    q.add_argument("--json", action="store_true", help="print JSON (the default and only form)")
-    q.add_argument("--timeout", type=float, default=10.0)
-    q.set_defaults(func=run_scrape_once)
 
 
 def _serve_doc() -> str:
@@ -97,7 +84,7 @@ def serve(settings: Settings) -> int:
     )
     if settings.server.port == 0:
         settings = settings.model_copy(
-            update={"server": settings.server.model_copy(update={"port": _free_port()})}
+            update={"server": settings.server.model_copy(update={"port": free_port()})}
         )
     try:
         app = create_app(settings)
@@ -122,61 +109,10 @@ def serve(settings: Settings) -> int:
     return 0
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A port free on 127.0.0.1 now, for a server asked to listen on port 0."""
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def snapshot_summary(snap: Snapshot) -> dict[str, Any]:
-    """The ``scrape-once --json`` object: one entry per model, engines folded."""
-    streams = []
-    for name in sorted(snap.streams):
-        s = snap.streams[name]
-        ttft = s.histograms.get("ttft")
-        itl = s.histograms.get("itl")
-        streams.append(
-            {
-                "model_name": name,
-                "running": s.gauges.get("running"),
-                "waiting": s.gauges.get("waiting"),
-                "kv_usage": s.gauges.get("kv_usage"),
-                "ttft_count": ttft.count if ttft else None,
-                "itl_count": itl.count if itl else None,
-                "missing": list(s.missing),
-            }
-        )
-    return {
-        "streams": streams,
-        "metrics_disabled": snap.metrics_disabled,
-        "parse_errors": snap.parse_errors,
-    }
-
-
-def run_scrape_once(args: argparse.Namespace) -> int:
-    from app.scrape.client import fetch, read_file
-    from app.scrape.normalize import normalize
-    from app.scrape.parse import looks_like_prometheus, parse
-
-    source: str = args.source
-    cap = 50_000_000
-    if source.startswith(("http://", "https://")):
-
-        async def go() -> Any:
-            async with httpx.AsyncClient() as client:
-                return await fetch(client, source, timeout=args.timeout, max_bytes=cap)
-
-        result = asyncio.run(go())
-    else:
-        result = read_file(source, max_bytes=cap)
-    if not result.ok or result.text is None:
-        print(f"error ({result.error_kind}): {result.error}", file=sys.stderr)
-        return 1
-    if not looks_like_prometheus(result.text):
-        print("error (not_prometheus): the page is not Prometheus text format", file=sys.stderr)
-        return 1
-    snap = normalize(parse(result.text), target=source, ts=result.started)
-    print(json.dumps(snapshot_summary(snap), indent=2))
-    return 0

@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.cli.serve import free_port
+
 
 def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
@@ -129,9 +131,7 @@ def run(args: argparse.Namespace) -> int:
     )
     port = args.port
     if port == 0:
-        from app.serve_cli import _free_port
-
-        port = _free_port()
+        port = free_port()
     print(f"phasewatch UI ({source.label}) on http://{args.host}:{port}/ui/", flush=True)
     uvicorn.run(app, host=args.host, port=port, log_level="warning")
     return 0

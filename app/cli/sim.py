@@ -254,16 +254,3 @@ def _serve(args: argparse.Namespace, sc: Any, own: dict[int, Any]) -> int:
         server.shutdown()
         server.server_close()
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m app.sim.cli ...``: the same command without the rest of the CLI."""
-    parser = argparse.ArgumentParser(prog="phasewatch")
-    register(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(["sim", *(sys.argv[1:] if argv is None else argv)])
-    code: int = args.func(args)
-    return code
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,23 +1,20 @@
-"""``phasewatch rules check|replay`` and the alerts of ``phasewatch replay DIR``.
+"""``phasewatch rules check|replay``: alert rule files, checked or tried on a recording.
 
 * ``rules check FILE…`` validates rule files (like ``promtool check rules``): exit 0 and
   one line per file, or exit 2 with the error naming file, line, column and rule.
 * ``rules replay DIR`` evaluates rules over a recording: "which alerts would have
   fired?" — for post-incident review and to try a rule file before deploying it.
-* ``replay DIR [--json]`` prints the diagnosis timeline of a recording and its
-  ``alerts`` (transitions with ``alertname``, ``state``, ``at``…). When another module
-  already registered ``replay`` (the diagnosis owns that command), it is kept and its
-  ``--json`` object gains the ``alerts`` list instead (see :func:`_with_alerts`).
+
+:func:`replayed` evaluates the rules over a recording: ``rules replay`` prints it, and
+``replay DIR --json`` adds its ``alerts`` (transitions with ``alertname``, ``state``,
+``at``…) to the diagnosis timeline.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import sys
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -39,11 +36,6 @@ def register(sub: Any) -> None:
     try_ = actions.add_parser("replay", help="evaluate rules over a recording folder")
     _replay_args(try_)
     try_.set_defaults(func=run_rules_replay)
-
-    # ``replay`` itself belongs to app.diagnose.cli_diagnose (registered before this
-    # module); its ``--json`` object gains the alert transitions here.
-    parser = sub.choices["replay"]
-    parser.set_defaults(func=_with_alerts(parser.get_default("func")))
 
 
 def _replay_args(p: argparse.ArgumentParser) -> None:
@@ -82,8 +74,12 @@ def _rules(args: argparse.Namespace, settings: Settings) -> list[Rule]:
     return combine(*packs)
 
 
-def _replayed(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], list[Any]]:
-    """(the replay's summary and alerts as JSON, the diagnoses) — errors propagate."""
+def replayed(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], list[Any]]:
+    """(the replay's summary and alerts as JSON, the diagnoses) — errors propagate.
+
+    ``args`` may come from ``rules replay`` or from ``replay``, which has no ``--rules``
+    or ``--no-default-rules``: what is missing takes its default.
+    """
     settings = _settings(args)
     rules = _rules(args, settings)
     scrapes = read_scrapes(folder, getattr(args, "target", None))
@@ -133,7 +129,7 @@ def _print_alerts(alerts: list[dict[str, Any]]) -> None:
 
 def run_rules_replay(args: argparse.Namespace) -> int:
     try:
-        summary, _ = _replayed(args, Path(args.dir))
+        summary, _ = replayed(args, Path(args.dir))
     except (ConfigError, RuleError, OSError, ValueError) as exc:
         return _fail(exc)
     if args.json:
@@ -141,38 +137,3 @@ def run_rules_replay(args: argparse.Namespace) -> int:
     else:
         _print_alerts(summary["alerts"])
     return 0
-
-
-def _with_alerts(func: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
-    """Wrap another module's ``replay``: its ``--json`` object gains ``alerts``.
-
-    The wrapped command runs unchanged; when it printed one JSON object without an
-    ``alerts`` key, the rules are evaluated over the same folder and the list is added.
-    Any other output is passed through as it was.
-    """
-
-    def run(args: argparse.Namespace) -> int:
-        if not getattr(args, "json", False):
-            return func(args)
-        buf = io.StringIO()
-        with contextlib.redirect_stdout(buf):
-            code = func(args)
-        text = buf.getvalue()
-        folder = next(
-            (Path(v) for v in vars(args).values() if isinstance(v, str) and Path(v).is_dir()),
-            None,
-        )
-        try:
-            data = json.loads(text)
-        except ValueError:
-            data = None
-        if code == 0 and folder is not None and isinstance(data, dict) and "alerts" not in data:
-            try:
-                data["alerts"] = _replayed(args, folder)[0]["alerts"]
-                text = json.dumps(data, indent=2) + "\n"
-            except (ConfigError, RuleError, OSError, ValueError) as exc:
-                print(f"alerts not evaluated: {exc}", file=sys.stderr)
-        sys.stdout.write(text)
-        return code
-
-    return run

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from app.cli.serve import serve
+
 DEMO_SCENARIOS = ("healthy", "incident", "kv_pressure", "prefill_interference")
 # The incident's spike starts this many seconds after the demo does (the shipped
 # scenario waits 5 minutes); time still runs at 1x, so every number stays realistic.
@@ -40,7 +42,6 @@ def register(sub: Any) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     from app.config import ConfigError, load_settings
-    from app.serve_cli import serve
     from app.sim.server import start_server
 
     servers = []

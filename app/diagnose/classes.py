@@ -1,0 +1,130 @@
+"""The vocabulary of diagnosis classes and sub-causes, defined once.
+
+One entry per class: its name (the value the API, the store, alert labels and rule files
+carry), its display names, how the UI draws it, and its place in :data:`VOCABULARY`,
+which is ordered most severe first. That one order is both the **precedence** of the
+problem classes when several hold in a window (``classify``: a full KV pool makes
+requests queue, so ``kv_pressure`` explains ``queue_bound``, …) and the **severity** the
+UI sorts and merges by (``severity``: higher is worse).
+
+Everything that names, orders, draws or enumerates the classes reads them from here:
+``classify`` (precedence), ``records`` (the ``Diagnosis``), ``hints`` (the situations
+the catalog is keyed by), ``app.ui.palette`` and ``app.ui.spikes``, ``app.selfmetrics``,
+``app.review``. ``app/alerts/default_rules.yaml`` lists the problem classes in plain
+text (a rule file users copy must read on its own); a test pins it to
+:data:`PROBLEM_CLASSES`.
+
+Adding a class: an entry here, its rule in ``rules.py`` (registered in
+``rules.PROBLEM_RULES``) and its hints in ``hints.py``; a problem class also goes into
+the bottleneck rule's list in ``default_rules.yaml`` (``tests/test_diagnose_classes.py``
+fails until it does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+__all__ = [
+    "PROBLEM_CLASSES",
+    "VOCABULARY",
+    "ClassTerm",
+    "DiagnosisClass",
+    "SubCause",
+    "label",
+    "severity",
+    "situation",
+    "term",
+]
+
+
+class DiagnosisClass(StrEnum):
+    """The primary class of a window: exactly one per window and stream."""
+
+    HEALTHY = "healthy"
+    IDLE = "idle"
+    INSUFFICIENT_DATA = "insufficient_data"
+    PREFILL_BOUND = "prefill_bound"
+    DECODE_BOUND = "decode_bound"
+    QUEUE_BOUND = "queue_bound"
+    KV_PRESSURE = "kv_pressure"
+
+
+class SubCause(StrEnum):
+    """Why decode is slow: prefill chunks stall decode steps, or every step is slow."""
+
+    PREFILL_INTERFERENCE = "prefill_interference"
+    BANDWIDTH_BOUND = "bandwidth_bound"
+
+
+@dataclass(frozen=True, slots=True)
+class ClassTerm:
+    """One class: ``label`` and ``short`` are its display names; ``colour`` (Okabe–Ito,
+    distinguishable under the common colour-vision deficiencies) fills it, ``text`` is
+    the colour of text on that fill, ``pattern`` its band's fill pattern (colour is never
+    the only carrier); ``problem`` says it names a bottleneck; ``sub_causes`` are the
+    names that refine it."""
+
+    cls: DiagnosisClass
+    label: str
+    short: str
+    colour: str
+    text: str
+    pattern: str
+    problem: bool = False
+    sub_causes: tuple[SubCause, ...] = ()
+
+
+C = DiagnosisClass
+_WHITE, _BLACK = "#ffffff", "#000000"
+
+# Most severe first (module docstring): the problem classes' order is their precedence.
+# Fills, in order: vermillion, reddish purple, orange, blue (Okabe–Ito), grey, bluish
+# green, sky blue — the swatches of ``app.ui.palette``.
+VOCABULARY: tuple[ClassTerm, ...] = (
+    ClassTerm(C.KV_PRESSURE, "KV-cache pressure", "KV", "#D55E00", _WHITE, "+", problem=True),
+    ClassTerm(C.QUEUE_BOUND, "Queue-bound", "QUEUE", "#CC79A7", _BLACK, "-", problem=True),
+    ClassTerm(C.PREFILL_BOUND, "Prefill-bound", "PREFILL", "#E69F00", _BLACK, "/", problem=True),
+    ClassTerm(
+        C.DECODE_BOUND,
+        "Decode-bound",
+        "DECODE",
+        "#0072B2",
+        _WHITE,
+        "\\",
+        problem=True,
+        sub_causes=(SubCause.PREFILL_INTERFERENCE, SubCause.BANDWIDTH_BOUND),
+    ),
+    ClassTerm(C.INSUFFICIENT_DATA, "Insufficient data", "NO DATA", "#999999", _BLACK, "x"),
+    ClassTerm(C.HEALTHY, "Healthy", "OK", "#009E73", _WHITE, ""),
+    ClassTerm(C.IDLE, "Idle", "IDLE", "#56B4E9", _BLACK, "."),
+)
+
+_BY_NAME: dict[str, ClassTerm] = {t.cls.value: t for t in VOCABULARY}
+_SEVERITY: dict[str, int] = {t.cls.value: len(VOCABULARY) - 1 - i for i, t in enumerate(VOCABULARY)}
+
+# The problem classes in order of precedence (the first that holds is the primary class).
+PROBLEM_CLASSES: tuple[DiagnosisClass, ...] = tuple(t.cls for t in VOCABULARY if t.problem)
+
+
+def term(cls: str) -> ClassTerm | None:
+    """The entry of a class value (``"queue_bound"``); None for a value not in it."""
+    return _BY_NAME.get(cls)
+
+
+def severity(cls: str) -> int:
+    """Higher is worse: KV pressure > queue > prefill > decode > no data > healthy > idle;
+    -1 for a value not in the vocabulary."""
+    return _SEVERITY.get(cls, -1)
+
+
+def situation(cls: str, sub_cause: str | None = None) -> str:
+    """``decode_bound/prefill_interference`` style key: the class, and its sub-cause."""
+    return f"{cls}/{sub_cause}" if sub_cause else str(cls)
+
+
+def label(cls: str, sub_cause: str | None = None, *, unknown: str = "Unknown") -> str:
+    """``"Decode-bound (prefill interference)"`` style text for a class and sub-cause."""
+    t = term(cls)
+    text = unknown if t is None else t.label
+    return f"{text} ({sub_cause.replace('_', ' ')})" if sub_cause else text

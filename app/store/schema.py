@@ -1,0 +1,124 @@
+"""The store's schema: numbered migrations, applied in order.
+
+Each migration runs in its own transaction and is recorded in ``PRAGMA user_version``,
+so an older file is upgraded in place; the store refuses a file whose version is newer
+than ``len(MIGRATIONS)`` (a later phasewatch wrote it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+__all__ = ["MIGRATIONS", "migrate", "user_version"]
+
+MIGRATIONS: tuple[str, ...] = (
+    # 1: the data path
+    """
+    CREATE TABLE streams(
+        id INTEGER PRIMARY KEY,
+        target TEXT NOT NULL,
+        model_name TEXT NOT NULL,
+        UNIQUE(target, model_name)
+    );
+    CREATE TABLE layouts(id INTEGER PRIMARY KEY, bounds TEXT NOT NULL UNIQUE);
+    CREATE TABLE intervals(
+        stream_id INTEGER NOT NULL,
+        end_ts REAL NOT NULL,
+        start_ts REAL NOT NULL,
+        reset INTEGER NOT NULL,
+        payload BLOB NOT NULL,
+        PRIMARY KEY(stream_id, end_ts)
+    ) WITHOUT ROWID;
+    CREATE TABLE scrapes(
+        target TEXT NOT NULL,
+        ts REAL NOT NULL,
+        ok INTEGER NOT NULL,
+        error_kind TEXT,
+        error TEXT,
+        duration REAL NOT NULL,
+        bytes INTEGER NOT NULL,
+        parse_errors INTEGER NOT NULL,
+        PRIMARY KEY(target, ts)
+    ) WITHOUT ROWID;
+    CREATE TABLE last_snapshot(
+        target TEXT NOT NULL,
+        model_name TEXT NOT NULL,
+        ts REAL NOT NULL,
+        payload BLOB NOT NULL,
+        PRIMARY KEY(target, model_name)
+    ) WITHOUT ROWID;
+    """,
+    # 2: diagnoses, alerting (state, history, outbox, silences)
+    """
+    CREATE TABLE diagnoses(
+        stream_id INTEGER NOT NULL,
+        end_ts REAL NOT NULL,
+        start_ts REAL NOT NULL,
+        class TEXT NOT NULL,
+        payload BLOB NOT NULL,
+        PRIMARY KEY(stream_id, end_ts)
+    ) WITHOUT ROWID;
+    CREATE TABLE alert_state(
+        fingerprint TEXT PRIMARY KEY,
+        payload TEXT NOT NULL
+    );
+    CREATE TABLE alert_history(
+        id INTEGER PRIMARY KEY,
+        fingerprint TEXT NOT NULL,
+        alertname TEXT NOT NULL,
+        state TEXT NOT NULL,
+        at REAL NOT NULL,
+        labels TEXT NOT NULL,
+        annotations TEXT NOT NULL
+    );
+    CREATE INDEX alert_history_at ON alert_history(at);
+    CREATE TABLE outbox(
+        id INTEGER PRIMARY KEY,
+        receiver TEXT NOT NULL,
+        dedup_key TEXT NOT NULL,
+        payload TEXT NOT NULL,
+        created REAL NOT NULL,
+        next_attempt REAL NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        delivered REAL,
+        UNIQUE(receiver, dedup_key)
+    );
+    CREATE INDEX outbox_due ON outbox(delivered, next_attempt);
+    CREATE TABLE silences(
+        id TEXT PRIMARY KEY,
+        matchers TEXT NOT NULL,
+        starts_at REAL NOT NULL,
+        ends_at REAL NOT NULL,
+        created_by TEXT NOT NULL,
+        comment TEXT NOT NULL
+    );
+    """,
+    # 3: outbox delivery order and outcome. Rows of one alert go out in id order per
+    # receiver (a "resolved" never overtakes its "firing"); ``kind`` is event or update
+    # (Alertmanager: only the newest row per alert is sent); ``outcome`` says how a row
+    # ended (sent, rejected, superseded, expired) — ``delivered`` is when.
+    """
+    ALTER TABLE outbox ADD COLUMN fingerprint TEXT NOT NULL DEFAULT '';
+    ALTER TABLE outbox ADD COLUMN kind TEXT NOT NULL DEFAULT 'event';
+    ALTER TABLE outbox ADD COLUMN outcome TEXT;
+    CREATE INDEX outbox_order ON outbox(receiver, fingerprint, id);
+    """,
+)
+
+
+def user_version(db: sqlite3.Connection) -> int:
+    """The number of the last migration applied to ``db`` (0: none)."""
+    (version,) = db.execute("PRAGMA user_version").fetchone()
+    return int(version)
+
+
+def migrate(db: sqlite3.Connection, version: int) -> None:
+    """Apply the migrations after ``version`` to ``db``, each in one transaction."""
+    for number in range(version + 1, len(MIGRATIONS) + 1):
+        db.execute("BEGIN")
+        for statement in MIGRATIONS[number - 1].split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute(f"PRAGMA user_version = {number}")
+        db.execute("COMMIT")
