@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-import httpx
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -33,11 +33,11 @@ class ConfigError(ValueError):
 
 
 def _parsable_url(v: str) -> str:
-    """``v`` if the HTTP client can use it: a valid host and a port in 1-65535 (checked
-    here, so a bad URL is a config error and not an exception in every scrape round)."""
+    """``v`` if its host and port can be read, the port in 1-65535 (checked here, so a bad
+    URL is a config error and not an error in every scrape round)."""
     try:
-        port = httpx.URL(v).port
-    except httpx.InvalidURL as exc:
+        port = urlsplit(v).port
+    except ValueError as exc:
         raise ValueError(f"not a usable URL: {exc}") from None
     if port is not None and not 1 <= port <= 65535:
         raise ValueError(f"port {port} is not in 1-65535")

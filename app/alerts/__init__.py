@@ -1,0 +1,2 @@
+"""Alert rules and expressions, the pure state machine, silences, the outbox and the
+notifiers."""

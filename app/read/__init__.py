@@ -1,0 +1,1 @@
+"""The read side for the API, the UI and the CLI: windows, fleets, reports."""
