@@ -66,6 +66,23 @@ COUNTER_SIGNALS: tuple[str, ...] = (
 )
 # Signals every diagnosis needs; a stream lacking one of these reports it as missing.
 CORE_SIGNALS: tuple[str, ...] = ("ttft", "itl", "running", "waiting", "kv_usage")
+# Read when the page carries them, never listed in ``missing``: their families exist
+# only in some vLLM versions (``waiting_*`` 0.20+, ``prompt_tokens_*`` by source 0.16+,
+# ``external_prefix_*`` 0.12+, ``admission_rejections`` 0.33+) or only with a feature
+# configured (``spec_*``: speculative decoding), so their absence says nothing wrong.
+# Where each comes from: ``docs/vllm-signals.md``.
+OPTIONAL_GAUGE_SIGNALS: tuple[str, ...] = ("waiting_capacity", "waiting_deferred")
+OPTIONAL_COUNTER_SIGNALS: tuple[str, ...] = (
+    "prompt_tokens_local_compute",
+    "prompt_tokens_local_cache_hit",
+    "prompt_tokens_external_kv_transfer",
+    "external_prefix_queries",
+    "external_prefix_hits",
+    "spec_drafts",
+    "spec_draft_tokens",
+    "spec_accepted_tokens",
+    "admission_rejections",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +106,7 @@ class StreamSnapshot:
     prefix_unit: str = "tokens"
     # Signals the page carried but that were left out of this scrape (invalid values,
     # conflicting duplicate series): also in ``missing``; a cumulative one keeps its
-    # previous value as the baseline of the next delta (app.collector).
+    # previous value as the baseline of the next delta (app.sources.process).
     withheld: tuple[str, ...] = ()
 
 
@@ -193,14 +210,58 @@ class Quantile:
 
 @dataclass(frozen=True, slots=True)
 class GaugeStats:
-    """Average and maximum of a gauge's samples inside a window (None when unsampled)."""
+    """Average and maximum of a gauge's samples inside a window (None when unsampled);
+    ``first`` and ``last`` are its earliest and latest sample in the window."""
 
     avg: float | None
     max: float | None
     last: float | None = None
+    first: float | None = None
 
 
 QUANTILES: tuple[tuple[str, float], ...] = (("p50", 0.5), ("p90", 0.9), ("p99", 0.99))
+
+
+@dataclass(frozen=True, slots=True)
+class Derived:
+    """Numbers derived from one window's signals, under the canonical names the
+    diagnosis compares with a baseline and names as "what changed"
+    (``app.windows.aggregate.derive`` computes them; ``docs/vllm-signals.md`` lists the
+    inputs of each). Every one is None when an input is missing or the ratio is
+    undefined (no request finished, no query, no draft) — never 0 for "unknown".
+
+    Rates are per second over the window's covered time; ``*_mean`` are per request
+    (finished requests for the token lengths, requests that got their first token for
+    ``uncached_prompt_tokens_mean``); ``*_avg``/``*_max`` over the gauge samples.
+    """
+
+    completion_rate: float | None = None
+    arrival_rate: float | None = None
+    rejection_rate: float | None = None
+    prompt_tokens_mean: float | None = None
+    output_tokens_mean: float | None = None
+    prompt_tokens_per_s: float | None = None
+    generation_tokens_per_s: float | None = None
+    uncached_prompt_tokens_per_s: float | None = None
+    uncached_prompt_tokens_mean: float | None = None
+    prefix_cache_hit_rate: float | None = None
+    external_prefix_cache_hit_rate: float | None = None
+    spec_decode_acceptance: float | None = None
+    spec_decode_accepted_per_draft: float | None = None
+    steps_per_s: float | None = None
+    tokens_per_step_mean: float | None = None
+    step_tokens_p99: float | None = None
+    preemptions_rate: float | None = None
+    running_avg: float | None = None
+    waiting_avg: float | None = None
+    waiting_capacity_avg: float | None = None
+    waiting_deferred_avg: float | None = None
+    kv_usage_avg: float | None = None
+    kv_usage_max: float | None = None
+
+
+DERIVED_SIGNALS: tuple[str, ...] = tuple(Derived.__dataclass_fields__)
+"""The canonical names of the derived numbers, in the order of :class:`Derived`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +274,8 @@ class Window:
     ``gauges[signal]`` avg/max of the samples; ``histograms`` the summed deltas, kept so
     fleet views and SLO attainment can recompute from buckets. ``covered`` is the seconds
     of the window covered by deltas; ``intervals`` how many deltas were summed.
+    ``derived`` holds the numbers computed from all of these
+    (``app.windows.aggregate.derive``) under their canonical names.
     """
 
     target: str
@@ -230,3 +293,6 @@ class Window:
     intervals: int
     reset: bool = False
     missing: tuple[str, ...] = ()
+    # Seconds from the window's first gauge sample to its last (0 with fewer than two).
+    gauge_span: float = 0.0
+    derived: Derived = field(default_factory=Derived)

@@ -164,13 +164,16 @@ def test_gauges_avg_max_last_over_the_deltas() -> None:
     ]
     w = win(deltas, 0, 15)
     # running: (1+5+3)/3 = 3, max 5, last 3; kv: (0.2+0.9+0.5)/3 = 0.5333…
-    assert w.gauges["running"] == GaugeStats(avg=3.0, max=5.0, last=3.0)
-    assert w.gauges["kv_usage"] == GaugeStats(avg=pytest.approx(1.6 / 3), max=0.9, last=0.5)
+    assert w.gauges["running"] == GaugeStats(avg=3.0, max=5.0, last=3.0, first=1.0)
+    assert w.gauges["kv_usage"] == GaugeStats(
+        avg=pytest.approx(1.6 / 3), max=0.9, last=0.5, first=0.2
+    )
+    assert w.gauge_span == 10.0  # from the sample at 5 to the one at 15
 
 
 def test_nan_gauge_samples_are_ignored() -> None:
     deltas = [d(0, 5, gauges={"waiting": 2.0}), d(5, 10, gauges={"waiting": math.nan})]
-    assert win(deltas, 0, 10).gauges["waiting"] == GaugeStats(2.0, 2.0, 2.0)
+    assert win(deltas, 0, 10).gauges["waiting"] == GaugeStats(2.0, 2.0, 2.0, 2.0)
 
 
 def test_explicit_gauge_samples_replace_delta_gauges() -> None:
@@ -178,7 +181,8 @@ def test_explicit_gauge_samples_replace_delta_gauges() -> None:
     samples = [(0.0, {"running": 50.0}), (4.0, {"running": 2.0}), (8.0, {"running": 4.0})]
     # (0, 10]: the sample at 0 is outside; 2 and 4 → avg 3, max 4, last 4
     w = win(deltas, 0, 10, gauge_samples=samples)
-    assert w.gauges == {"running": GaugeStats(3.0, 4.0, 4.0)}
+    assert w.gauges == {"running": GaugeStats(3.0, 4.0, 4.0, 2.0)}
+    assert w.gauge_span == 4.0
 
 
 def test_empty_window_reports_every_core_signal_missing() -> None:
@@ -335,7 +339,9 @@ def test_sliding_windows_equal_recomputing_each_window(
             if not vals:
                 assert g not in w.gauges
                 continue
-            assert w.gauges[g] == GaugeStats(math.fsum(vals) / len(vals), max(vals), vals[-1])
+            assert w.gauges[g] == GaugeStats(
+                math.fsum(vals) / len(vals), max(vals), vals[-1], vals[0]
+            )
 
 
 def test_sliding_windows_stay_exact_over_long_histories() -> None:

@@ -74,8 +74,12 @@ def test_gauges_add_up_kv_takes_the_mean_and_the_max() -> None:
         "b", [delta("b", 5.0 * k, {0: 1.0}, running=4, waiting=0, kv=0.3) for k in range(1, 5)]
     )
     fw = fleet_window(FleetKey(MODEL), [a, b], start=0.0, end=60.0)
-    assert fw.window.gauges["running"] == GaugeStats(14.0, 14.0, 14.0)
+    assert fw.window.gauges["running"] == GaugeStats(14.0, 14.0, 14.0, 14.0)
     assert fw.window.gauges["waiting"].avg == 2.0
+    # derived from the fleet's own sums: 8 requests over 20 s covered, queue unchanged
+    assert fw.window.derived.completion_rate == pytest.approx(8 / 20)
+    assert fw.window.derived.arrival_rate == pytest.approx(8 / 20)
+    assert fw.window.derived.running_avg == 14.0
     assert fw.kv_mean == pytest.approx(0.6) and fw.kv_max == 0.9
     assert fw.window.covered == 20.0 and fw.window.intervals == 8
 

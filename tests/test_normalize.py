@@ -79,8 +79,15 @@ def test_033_generated_carries_every_canonical_signal() -> None:
         "gen_len",
         "step_tokens",
     }
-    assert stream.gauges == {"running": 8.0, "waiting": 3.0, "kv_usage": 0.62}
-    assert stream.engines == {"0": {"running": 8.0, "waiting": 3.0, "kv_usage": 0.62}}
+    gauges = {
+        "running": 8.0,
+        "waiting": 3.0,
+        "kv_usage": 0.62,
+        "waiting_capacity": 3.0,
+        "waiting_deferred": 0.0,
+    }
+    assert stream.gauges == gauges
+    assert stream.engines == {"0": gauges}
     assert stream.counters["prefix_queries"] == 4096.0
     assert stream.counters["prefix_hits"] == 1024.0
     assert stream.counters["finished:stop"] == 1.0

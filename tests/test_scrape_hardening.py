@@ -13,7 +13,6 @@ from typing import Any
 import httpx
 import pytest
 
-from app.collector import Collector, TargetState, process
 from app.config import TargetConfig, load_settings
 from app.main import create_app
 from app.model import IntervalDelta, Snapshot
@@ -22,6 +21,9 @@ from app.scrape.cache import ParseCache
 from app.scrape.client import FetchResult
 from app.scrape.normalize import normalize
 from app.scrape.parse import parse
+from app.sources.base import TargetState
+from app.sources.live import ScrapeSource
+from app.sources.process import process
 from app.store.sqlite import Store
 from tests.faults import FaultServer, Route, vllm_page
 from tests.test_alerts_api import serving
@@ -119,8 +121,9 @@ def test_an_invalid_series_leaves_its_signal_out_for_every_engine() -> None:
 
 def test_values_of_families_phasewatch_does_not_read_are_left_alone() -> None:
     extra = (
-        f'vllm:num_requests_waiting_by_reason{{{LAB},reason="capacity"}} -Inf\n'
-        f'vllm:num_requests_waiting_by_reason{{{LAB},reason="capacity"}} NaN\n'
+        f'vllm:engine_sleep_state{{{LAB},sleep_state="awake"}} -Inf\n'
+        f'vllm:engine_sleep_state{{{LAB},sleep_state="awake"}} NaN\n'
+        f'vllm:num_requests_waiting_by_reason{{{LAB},reason="lora_budget"}} NaN\n'
         f'vllm:request_params_n_bucket{{{LAB},le="+Inf"}} NaN\n'
         "vllm:some_future_gauge -1e308\n"
     )
@@ -182,7 +185,7 @@ def nan_ttft(text: str, n: int) -> str:
     return with_value(text, f'{TTFT}_bucket{{{LAB},le="0.5"}}', "NaN")
 
 
-def make_collector(tmp_path: Path, url: str, **scrape: Any) -> Collector:
+def make_collector(tmp_path: Path, url: str, **scrape: Any) -> ScrapeSource:
     settings = load_settings(
         None,
         {
@@ -191,15 +194,15 @@ def make_collector(tmp_path: Path, url: str, **scrape: Any) -> Collector:
             "scrape": {"timeout": 2.0, **scrape},
         },
     )
-    return Collector(settings, Store(settings.storage.path), httpx.AsyncClient())
+    return ScrapeSource(settings, Store(settings.storage.path), httpx.AsyncClient())
 
 
-def scrape(col: Collector, steps: list[tuple[float, Callable[[], None] | None]]) -> None:
+def scrape(col: ScrapeSource, steps: list[tuple[float, Callable[[], None] | None]]) -> None:
     async def go() -> None:
         for t, action in steps:
             if action is not None:
                 action()
-            await col.scrape_round(now=t)
+            await col.read_round(t)
         await col.client.aclose()
 
     asyncio.run(go())
@@ -308,15 +311,15 @@ def test_the_cap_over_all_targets_refuses_new_streams_in_arrival_order() -> None
     admission = StreamAdmission(max_per_target=64, max_total=4)
     a = TargetState(TargetConfig(name="a", url="http://a/metrics"))
     b = TargetState(TargetConfig(name="b", url="http://b/metrics"))
-    out_a = process(a, fetched(models_page(1, ["a1", "a2", "a3"])), 100.0, admission=admission)
-    out_b = process(b, fetched(models_page(1, ["b1", "b2", "b3"])), 100.0, admission=admission)
+    a, out_a = process(a, fetched(models_page(1, ["a1", "a2", "a3"])), 100.0, admission=admission)
+    b, out_b = process(b, fetched(models_page(1, ["b1", "b2", "b3"])), 100.0, admission=admission)
     assert out_a.snapshot is not None and sorted(out_a.snapshot.streams) == ["a1", "a2", "a3"]
     assert out_a.record.error_kind is None and a.problems == ()
     assert out_b.snapshot is not None and sorted(out_b.snapshot.streams) == ["b1"]
     assert out_b.record.ok and out_b.record.error_kind == "too_many_streams"
     assert "4 over all targets" in (out_b.record.error or "")
     page = models_page(2, ["a1", "a2", "a3", "a4"])
-    out_a = process(a, fetched(page), 105.0, admission=admission)
+    a, out_a = process(a, fetched(page), 105.0, admission=admission)
     assert out_a.record.ok and out_a.record.error_kind == "too_many_streams"
     assert [d.model_name for d in out_a.deltas] == ["a1", "a2", "a3"]
     assert all(d.histograms["ttft"].count == 10 for d in out_a.deltas)

@@ -27,7 +27,10 @@ def _page(scenario: str, version: str, until: float, seed: int = 0) -> tuple[byt
 
 
 @pytest.mark.parametrize("version", ["0.33", "0.10", "0.6"])
-@pytest.mark.parametrize(("scenario", "until"), [("kv_pressure", 200.0), ("healthy", 0.0)])
+@pytest.mark.parametrize(
+    ("scenario", "until"),
+    [("kv_pressure", 200.0), ("healthy", 0.0), ("spec_decode_drop", 100.0)],
+)
 def test_fast_writer_is_byte_identical_to_generate_latest(
     version: str, scenario: str, until: float
 ) -> None:

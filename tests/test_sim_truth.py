@@ -133,8 +133,23 @@ def _windows(accts: list[Account], warmup: float = 60.0) -> Counter[str]:
     return out
 
 
+# Scenarios that start healthy and then change one thing (tests/test_sim_causes.py).
+CHANGES = {
+    "hang",
+    "prefix_cache_collapse",
+    "prompt_length_shift",
+    "traffic_surge",
+    "capacity_loss",
+    "spec_decode_drop",
+    "bandwidth_bound",
+}
+
+
 def test_every_scenario_is_documented_with_its_class() -> None:
-    assert set(available()) == {*EXPECTED, "incident"}
+    assert set(available()) == {*EXPECTED, "incident", *CHANGES}
+    for name in CHANGES:
+        assert load(name).expect == "healthy"
+        assert load(name).phases[-1].cause is not None
     for name, cls in EXPECTED.items():
         assert load(name).expect == cls
 

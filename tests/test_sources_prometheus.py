@@ -20,7 +20,7 @@ from app.scrape.parse import parse
 from app.scrape.signals import COUNTER_SOURCES, GAUGE_SOURCES, HISTOGRAM_SOURCES
 from app.sim.record import record
 from app.sources import prometheus as prom
-from app.sources.collector import PrometheusCollector
+from app.sources.follow import PrometheusFollower
 from app.sources.promapi import PromAPI, PrometheusError, Series, parse_matchers, selector
 from app.sources.prometheus import (
     PrometheusSource,
@@ -45,7 +45,7 @@ def test_name_regex_reads_every_normalised_family_in_both_spellings() -> None:
     for table in (HISTOGRAM_SOURCES, GAUGE_SOURCES, COUNTER_SOURCES):
         for families in table.values():
             for family in families:
-                names = [family]
+                names = [family.partition("{")[0]]  # a per-label family: its sample name
                 if table is HISTOGRAM_SOURCES:
                     names = [f"{family}_bucket", f"{family}_sum", f"{family}_count"]
                 for name in names:
@@ -314,17 +314,17 @@ def test_collector_rounds_store_what_prometheus_holds(
     store = Store(settings.storage.path)
 
     async def go() -> None:
-        async with httpx.AsyncClient() as client:
-            col = PrometheusCollector(settings, store, client, source=_source(fake, step=5.0))
-            first = await col.scrape_round(now=start + 60)
-            assert {o.record.target for o in first} == {"sim:8000"}
-            assert "sim:8000" in col.states and col.states["sim:8000"].last_ok is not None
-            second = await col.scrape_round(now=start + 120)
-            assert all(o.record.ts > start + 60 for o in second)
-            fake.fail = True
-            assert await col.scrape_round(now=start + 130) == []
-            assert col.last_error and "503" in col.last_error
-            await col.aclose()
+        col = PrometheusFollower(settings, store, _source(fake, step=5.0))
+        first = await col.read_round(start + 60)
+        assert {o.record.target for o in first} == {"sim:8000"}
+        targets = col.targets()
+        assert "sim:8000" in targets and targets["sim:8000"].last_ok is not None
+        second = await col.read_round(start + 120)
+        assert all(o.record.ts > start + 60 for o in second)
+        fake.fail = True
+        assert await col.read_round(start + 130) == []
+        assert col.last_error and "503" in col.last_error
+        await col.aclose()
 
     asyncio.run(go())
     (stream,) = store.streams("sim:8000")

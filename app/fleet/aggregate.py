@@ -12,12 +12,14 @@ replica's interval deltas already belong to the window containing their end.
   bucket layout differs from the one holding most observations are left out of that
   signal (and named in ``notes``): summing different layouts is meaningless.
 * **Counters** (increases) add up; **rates** are the sum of the replicas' rates.
-* **running / waiting** add up: ``avg`` and ``last`` exactly, ``max`` as the sum of the
-  replicas' maxima — an upper bound, since replicas peak at different moments.
+* **running / waiting** (and the ``waiting_*`` reasons) add up: ``avg``, ``first`` and
+  ``last`` exactly, ``max`` as the sum of the replicas' maxima — an upper bound, since
+  replicas peak at different moments.
 * **KV usage** is per replica by nature: the fleet's ``avg`` is the mean of the replicas'
   averages, its ``max`` the highest replica's maximum (``kv_mean``/``kv_max``).
 * ``covered`` is the replicas' mean coverage, ``intervals`` their total, ``reset`` any
-  replica's, ``missing`` the signals no replica carried.
+  replica's, ``missing`` the signals no replica carried; ``gauge_span`` the replicas'
+  mean, and ``derived`` is computed from the fleet's own sums (``windows.derive``).
 
 The fleet window's ``target`` is the fleet's name (``llama`` or
 ``llama{cluster=eu-1}``), so ``diagnose()`` can judge it like any stream.
@@ -31,12 +33,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.model import QUANTILES, GaugeStats, HistogramDelta, Window
+from app.windows.aggregate import derive
 from app.windows.exact import sum_histogram_deltas
 from app.windows.quantile import quantiles_of_delta
 
 __all__ = ["FleetKey", "FleetWindow", "fleet_key", "fleet_window", "group_streams"]
 
-SUMMED_GAUGES = ("running", "waiting")
+SUMMED_GAUGES = ("running", "waiting", "waiting_capacity", "waiting_deferred")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -131,17 +134,20 @@ def _gauges(replicas: Sequence[Window]) -> dict[str, GaugeStats]:
         avgs = [s.avg for s in stats if s.avg is not None]
         maxes = [s.max for s in stats if s.max is not None]
         lasts = [s.last for s in stats if s.last is not None]
+        firsts = [s.first for s in stats if s.first is not None]
         if name in SUMMED_GAUGES:
             out[name] = GaugeStats(
                 math.fsum(avgs) if avgs else None,
                 math.fsum(maxes) if maxes else None,
                 math.fsum(lasts) if lasts else None,
+                math.fsum(firsts) if firsts else None,
             )
         else:
             out[name] = GaugeStats(
                 statistics.fmean(avgs) if avgs else None,
                 max(maxes) if maxes else None,
                 max(lasts) if lasts else None,
+                max(firsts) if firsts else None,
             )
     return out
 
@@ -174,21 +180,37 @@ def fleet_window(
     missing: set[str] = set.intersection(*(set(w.missing) for w in replicas)) if replicas else set()
     if not replicas:
         missing = {"ttft", "itl", "running", "waiting", "kv_usage"}
+    means = {n: (hd.sum / hd.count if hd.count else None) for n, hd in histograms.items()}
+    observations = {n: hd.count for n, hd in histograms.items()}
+    gauges = _gauges(replicas)
+    spans = [w.gauge_span for w in replicas if w.gauge_span > 0]
+    gauge_span = statistics.fmean(spans) if spans else 0.0
     window = Window(
         target=key.name,
         model_name=key.model_name,
         start=start,
         end=end,
         quantiles=quantiles,
-        means={n: (hd.sum / hd.count if hd.count else None) for n, hd in histograms.items()},
-        observations={n: hd.count for n, hd in histograms.items()},
+        means=means,
+        observations=observations,
         increases=increases,
         rates=rates,
-        gauges=_gauges(replicas),
+        gauges=gauges,
         histograms=histograms,
         covered=covered,
         intervals=sum(w.intervals for w in replicas),
         reset=any(w.reset for w in replicas),
         missing=tuple(sorted(missing)),
+        gauge_span=gauge_span,
+        derived=derive(
+            covered=covered,
+            quantiles=quantiles,
+            means=means,
+            observations=observations,
+            increases=increases,
+            rates=rates,
+            gauges=gauges,
+            gauge_span=gauge_span,
+        ),
     )
     return FleetWindow(key, window, tuple(replicas), absent, tuple(notes))

@@ -7,10 +7,12 @@
   layout most of them carry; the others, and incomplete series, dropped and counted.
   Bounds come from the page's ``le`` texts (a memo of their layouts, owned by the
   caller's ``NormalizeCache``, reads each layout once).
-* Gauges: ``running`` and ``waiting`` summed; ``kv_usage`` the maximum; ``prefix_hit_rate``
+* Gauges: ``running``, ``waiting`` and the ``waiting_*`` reasons summed; ``kv_usage`` the
+  maximum; ``prefix_hit_rate``
   the mean of the engines that report it (-1: caching disabled, left out). Per-engine
   values are kept in ``engines``.
-* Counters: the newest family the stream carries; ``finished:<reason>`` per reason.
+* Counters: the newest family the stream carries; ``finished:<reason>`` per reason; a
+  labelled family's values under their own signals (``app.scrape.signals``).
 * A signal with a value it cannot take, or withheld while gathering, is left out and
   named with why.
 """

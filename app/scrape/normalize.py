@@ -13,12 +13,19 @@ label) and API-server processes (``pid`` label) are folded in:
   and counted in ``parse_errors``: summing buckets of different bounds would invent
   counts, and one layout is what a quantile needs. Incomplete series (a page cut inside
   a histogram) are dropped and counted the same way.
-* Gauges: ``running`` and ``waiting`` summed; ``kv_usage`` the maximum (also over
+* Gauges: ``running``, ``waiting`` and ``waiting_capacity``/``waiting_deferred`` (the
+  ``reason`` values of ``vllm:num_requests_waiting_by_reason``) summed; ``kv_usage`` the
+  maximum (also over
   ``pid`` series, which 0.9-0.11 multiprocess pages carry, stale ones included);
   ``prefix_hit_rate`` (V0 only) the mean of the engines that report it, omitted when it
   is -1 (prefix caching disabled). Per-engine values are kept in ``engines`` (a page
   without an ``engine`` label is engine "0").
-* Counters summed; ``vllm:request_success_total`` becomes ``finished:<reason>``.
+* Counters summed (over every label too: ``admission_rejections`` over its reasons);
+  ``vllm:request_success_total`` becomes ``finished:<reason>``, and each ``source`` of
+  ``vllm:prompt_tokens_by_source_total`` a signal of its own
+  (``prompt_tokens_local_compute`` …). Label values phasewatch does not know are
+  ignored. The signals of ``app.model.OPTIONAL_*_SIGNALS`` (families of some versions
+  or features only) are read when present and never listed in ``missing``.
 * Values a signal cannot take (``app.scrape.validity``: NaN, ``±Inf``, negative counts,
   buckets that fall, KV usage outside 0..1) leave the whole signal out of the stream for
   this scrape, every engine's series of it: a sum over the other engines would read as a
@@ -59,13 +66,18 @@ from app.scrape.result import ParseResult
 from app.scrape.signals import (
     CACHE_CONFIG_FAMILY,
     COUNTER,
+    COUNTER_SOURCES,
     DISPATCH,
     FINISHED,
     GAUGE,
+    GAUGE_SOURCES,
     HIST,
     INFO,
+    LCOUNTER,
+    LGAUGE,
     VLLM,
     Spec,
+    labelled_key,
 )
 from app.scrape.validity import counter_ok, repeated
 
@@ -244,11 +256,25 @@ def _drop_copies(
     return kept, kept_splits, conflicts
 
 
+# The keys a labelled family's values are gathered under (app.scrape.signals).
+_LABELLED_KEYS = frozenset(
+    family
+    for sources in (GAUGE_SOURCES, COUNTER_SOURCES)
+    for families in sources.values()
+    for family in families
+    if "{" in family
+)
+
+
 def _family_key(spec: Spec, labels: Labels) -> str:
-    """The key a sample's signal is withheld under: its family, or finished:<reason>."""
-    if spec[0] == FINISHED:
+    """The key a sample's signal is gathered and withheld under: its family,
+    ``family{label="value"}`` for a labelled family, or finished:<reason>."""
+    kind, family, part = spec
+    if kind == FINISHED:
         return "finished:" + dict(labels).get("finished_reason", "")
-    return spec[1]
+    if kind in (LGAUGE, LCOUNTER):
+        return labelled_key(family, part, dict(labels).get(part, ""))
+    return family
 
 
 def _problems(
@@ -299,6 +325,16 @@ def _gather(stream: Gathered, spec: Spec, split: Split, value: float, labels: La
             series.count = value
     elif kind == GAUGE:  # judged in _gauges, by signal
         stream.gauges.setdefault(family, []).append((split[1], value))
+    elif kind in (LGAUGE, LCOUNTER):
+        key = _family_key(spec, labels)
+        if key not in _LABELLED_KEYS:
+            return  # a label value this version of phasewatch does not read
+        if kind == LGAUGE:
+            stream.gauges.setdefault(key, []).append((split[1], value))
+        elif not counter_ok(value):
+            stream.withheld.setdefault(key, ErrorKind.INVALID_VALUES)
+        else:
+            stream.counters[key] = stream.counters.get(key, 0.0) + value
     elif not counter_ok(value):
         stream.withheld.setdefault(_family_key(spec, labels), ErrorKind.INVALID_VALUES)
     elif kind == COUNTER:

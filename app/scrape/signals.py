@@ -3,11 +3,26 @@
 Where vLLM renamed a metric, a signal lists its families newest name first (the newest
 one a stream carries wins). ``DISPATCH`` maps every sample name phasewatch reads to
 what it is: its kind, its family and, for a histogram, which part (bucket, sum, count).
+
+A family whose label splits it into different quantities (``reason`` of
+``vllm:num_requests_waiting_by_reason``, ``source`` of
+``vllm:prompt_tokens_by_source_total``) is read per label value: each value is a
+signal of its own, gathered under the key ``family{label="value"}`` (``labelled_key``),
+which is what ``GAUGE_SOURCES``/``COUNTER_SOURCES`` list for it. Label values not listed
+are ignored (a newer vLLM may add one). Names, labels and versions of every family:
+``docs/vllm-signals.md``.
 """
 
 from __future__ import annotations
 
-from app.model import CORE_SIGNALS, COUNTER_SIGNALS, GAUGE_SIGNALS, HISTOGRAM_SIGNALS
+from app.model import (
+    CORE_SIGNALS,
+    COUNTER_SIGNALS,
+    GAUGE_SIGNALS,
+    HISTOGRAM_SIGNALS,
+    OPTIONAL_COUNTER_SIGNALS,
+    OPTIONAL_GAUGE_SIGNALS,
+)
 
 __all__ = [
     "ALL_SIGNALS",
@@ -22,8 +37,14 @@ __all__ = [
     "HIST",
     "HISTOGRAM_SOURCES",
     "INFO",
+    "COUNTERS_BY_LABEL",
+    "GAUGES_BY_LABEL",
+    "LCOUNTER",
+    "LGAUGE",
+    "OPTIONAL_SIGNALS",
     "VLLM",
     "Spec",
+    "labelled_key",
 ]
 
 VLLM = "vllm:"
@@ -42,11 +63,46 @@ HISTOGRAM_SOURCES: dict[str, tuple[str, ...]] = {
     # A histogram although its name ends in _total.
     "step_tokens": ("vllm:iteration_tokens_total",),
 }
+# Families read per label value: family → (label, {label value: signal}).
+GAUGES_BY_LABEL: dict[str, tuple[str, dict[str, str]]] = {
+    # 0.20+; the reasons sum to vllm:num_requests_waiting.
+    "vllm:num_requests_waiting_by_reason": (
+        "reason",
+        {"capacity": "waiting_capacity", "deferred": "waiting_deferred"},
+    ),
+}
+COUNTERS_BY_LABEL: dict[str, tuple[str, dict[str, str]]] = {
+    # 0.16+; the sources sum to vllm:prompt_tokens_total.
+    "vllm:prompt_tokens_by_source_total": (
+        "source",
+        {
+            "local_compute": "prompt_tokens_local_compute",
+            "local_cache_hit": "prompt_tokens_local_cache_hit",
+            "external_kv_transfer": "prompt_tokens_external_kv_transfer",
+        },
+    ),
+}
+
+
+def labelled_key(family: str, label: str, value: str) -> str:
+    """The key one label value of a labelled family is gathered under."""
+    return f'{family}{{{label}="{value}"}}'
+
+
+def _by_label(table: dict[str, tuple[str, dict[str, str]]]) -> dict[str, tuple[str, ...]]:
+    return {
+        signal: (labelled_key(family, label, value),)
+        for family, (label, signals) in table.items()
+        for value, signal in signals.items()
+    }
+
+
 GAUGE_SOURCES: dict[str, tuple[str, ...]] = {
     "running": ("vllm:num_requests_running",),
     "waiting": ("vllm:num_requests_waiting",),
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
     "prefix_hit_rate": ("vllm:gpu_prefix_cache_hit_rate",),
+    **_by_label(GAUGES_BY_LABEL),
 }
 COUNTER_SOURCES: dict[str, tuple[str, ...]] = {
     "preemptions": ("vllm:num_preemptions_total",),
@@ -54,6 +110,16 @@ COUNTER_SOURCES: dict[str, tuple[str, ...]] = {
     "generation_tokens": ("vllm:generation_tokens_total",),
     "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
     "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    **_by_label(COUNTERS_BY_LABEL),
+    "external_prefix_queries": ("vllm:external_prefix_cache_queries_total",),
+    "external_prefix_hits": ("vllm:external_prefix_cache_hits_total",),
+    # V1 (vllm/v1/spec_decode/metrics.py) when speculative decoding is configured; V0
+    # printed the draft and accepted token counters under the same names.
+    "spec_drafts": ("vllm:spec_decode_num_drafts_total",),
+    "spec_draft_tokens": ("vllm:spec_decode_num_draft_tokens_total",),
+    "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
+    # 0.33+, labels model_name and reason only (no engine): summed over reasons.
+    "admission_rejections": ("vllm:admission_rejections_total",),
 }
 FINISHED_FAMILY = "vllm:request_success_total"
 CACHE_CONFIG_FAMILY = "vllm:cache_config_info"
@@ -61,11 +127,13 @@ CACHE_CONFIG_FAMILY = "vllm:cache_config_info"
 ALL_SIGNALS: tuple[str, ...] = CORE_SIGNALS + tuple(
     s for s in HISTOGRAM_SIGNALS + GAUGE_SIGNALS + COUNTER_SIGNALS if s not in CORE_SIGNALS
 )
+# Read when present, never reported missing (app.model).
+OPTIONAL_SIGNALS: tuple[str, ...] = OPTIONAL_GAUGE_SIGNALS + OPTIONAL_COUNTER_SIGNALS
 
 # What a sample name is: (kind, family, part); part is "bucket", "sum" or "count" for a
-# histogram, "" otherwise.
+# histogram, the label that splits it for a labelled family, "" otherwise.
 Spec = tuple[int, str, str]
-HIST, GAUGE, COUNTER, FINISHED, INFO = range(5)
+HIST, GAUGE, COUNTER, FINISHED, INFO, LGAUGE, LCOUNTER = range(7)
 
 
 def _dispatch_table() -> dict[str, Spec]:
@@ -81,6 +149,13 @@ def _dispatch_table() -> dict[str, Spec]:
     for families in COUNTER_SOURCES.values():
         for family in families:
             table[family] = (COUNTER, family, "")
+    # A labelled family's samples are sorted by label value while gathering; its keys
+    # (family{label="value"}) are never sample names, so they leave the table.
+    for kind, labelled in ((LGAUGE, GAUGES_BY_LABEL), (LCOUNTER, COUNTERS_BY_LABEL)):
+        for family, (label, signals) in labelled.items():
+            for value in signals:
+                table.pop(labelled_key(family, label, value), None)
+            table[family] = (kind, family, label)
     table[FINISHED_FAMILY] = (FINISHED, FINISHED_FAMILY, "")
     table[CACHE_CONFIG_FAMILY] = (INFO, CACHE_CONFIG_FAMILY, "")
     return table

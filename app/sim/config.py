@@ -8,6 +8,8 @@ The mapping is what a scenario file holds (see ``docs/simulator.md``)::
     engine: {max_num_seqs: 256, max_num_batched_tokens: 2048, ...}
     workload: {load: 0.4, classes: [...]}  # or rate: <req/s>
     slo: {ttft_s: 2.0, itl_s: 0.1}
+    speculative: {num_speculative_tokens: 4, accept_prob: 0.8}   # optional
+    faults: {hang: false, slowdown: 1.0}                             # optional
 
 ``workload.load`` is a rate relative to ``estimate_capacity`` (1.0 = the engine's estimated
 throughput limit), so a scenario keeps its character on another device or model size;
@@ -42,6 +44,36 @@ class EngineConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class Speculative:
+    """Speculative decoding (vLLM's ``--speculative-config``), off when
+    ``num_speculative_tokens`` is 0.
+
+    Every decode step drafts ``num_speculative_tokens`` tokens per running request and
+    the target verifies them in the same forward pass (so a decode carries 1 + k tokens
+    through the model); the drafts are accepted in order, each with probability
+    ``accept_prob`` given the ones before it, and the step emits the accepted ones plus
+    the target's own token. vLLM's acceptance rate (accepted / draft tokens) follows:
+    (p + p² + … + p^k) / k, 0.59 for p = 0.8 and k = 4. ``draft_cost`` is the drafter's
+    time per draft token as a share of one read of the target's weights (0.05 stands for
+    an EAGLE head; a draft model costs about its size over the target's).
+    """
+
+    num_speculative_tokens: int = 0
+    accept_prob: float = 0.7
+    draft_cost: float = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Faults:
+    """What goes wrong that no vLLM flag says: a hung engine core (no step is
+    scheduled; arrivals wait in front of it) and a slower device (every step takes
+    ``slowdown`` times as long: thermal or power capping, a noisy neighbour)."""
+
+    hang: bool = False
+    slowdown: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
 class Slo:
     """The SLOs the ground truth is judged against (the diagnosis' defaults)."""
 
@@ -59,6 +91,8 @@ class SimConfig:
     workload: Workload
     slo: Slo
     num_gpu_blocks: int
+    speculative: Speculative = Speculative()
+    faults: Faults = Faults()
 
     def build_physics(self) -> Physics:
         return Physics(self.device, self.model, self.physics)
@@ -118,6 +152,7 @@ def _workload(section: dict[str, Any], rate: float) -> Workload:
         rate_multiplier=float(section.get("rate_multiplier", 1.0)),
         shared_prefix_tokens=int(section.get("shared_prefix_tokens", 0)),
         prefix_share=float(section.get("prefix_share", 0.0)),
+        prefix_reuse=float(section.get("prefix_reuse", 1.0)),
         bursts=_record(Bursts, dict(bursts), "workload.bursts") if bursts else None,
     )
     unknown = set(section) - {
@@ -127,6 +162,7 @@ def _workload(section: dict[str, Any], rate: float) -> Workload:
         "rate_multiplier",
         "shared_prefix_tokens",
         "prefix_share",
+        "prefix_reuse",
         "bursts",
     }
     if unknown:
@@ -152,6 +188,9 @@ def resolve(tree: dict[str, Any]) -> SimConfig:
     if slo.ttft_s <= 0 or slo.itl_s <= 0 or (slo.tpot_s is not None and slo.tpot_s <= 0):
         raise SimConfigError("SLOs must be positive")
     _check_engine(engine)
+    spec: Speculative = _record(Speculative, _section(tree, "speculative"), "speculative")
+    faults: Faults = _record(Faults, _section(tree, "faults"), "faults")
+    _check_spec_and_faults(spec, faults)
     if engine.num_gpu_blocks_override is not None:
         blocks = engine.num_gpu_blocks_override
         kv_pool_blocks(device, model, physics, engine.gpu_memory_utilization, engine.block_size)
@@ -179,7 +218,18 @@ def resolve(tree: dict[str, Any]) -> SimConfig:
     else:
         rate = float(wl.get("rate", 1.0))
     workload = _workload(wl, rate)
-    return SimConfig(device, model, physics, engine, workload, slo, blocks)
+    return SimConfig(device, model, physics, engine, workload, slo, blocks, spec, faults)
+
+
+def _check_spec_and_faults(spec: Speculative, faults: Faults) -> None:
+    if spec.num_speculative_tokens < 0:
+        raise SimConfigError("speculative.num_speculative_tokens must not be negative")
+    if not 0 <= spec.accept_prob <= 1:
+        raise SimConfigError(f"speculative.accept_prob must be in [0, 1], got {spec.accept_prob}")
+    if spec.draft_cost < 0:
+        raise SimConfigError("speculative.draft_cost must not be negative")
+    if not faults.slowdown >= 1:
+        raise SimConfigError(f"faults.slowdown must be at least 1, got {faults.slowdown}")
 
 
 def _check_engine(e: EngineConfig) -> None:

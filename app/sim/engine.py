@@ -6,9 +6,16 @@ kept pending, so the state read at ``t`` only holds what had happened by ``t``. 
 engine jumps straight to the next arrival, so idle time costs nothing.
 
 Observations follow vLLM V1 (``reference/vllm-metrics.md`` §1.4): TTFT at the step that
-yields the first token; one inter-token gap per decode output; queue, prefill, decode,
-inference and e2e times, TPOT and the per-request token histograms when a request
-finishes; iteration tokens once per step.
+yields the first token; one inter-token gap per decode output (with speculative
+decoding one output carries the accepted drafts too); queue, prefill, decode, inference
+and e2e times, TPOT and the per-request token histograms when a request finishes;
+iteration tokens once per step; spec-decode drafts, draft and accepted tokens per step.
+
+Faults (``faults:`` of a scenario): ``slowdown`` stretches every step; ``hang`` stops the
+engine core after the step in flight. While it hangs nothing is scheduled, generated or
+finished, and arrivals wait in front of the engine (its input is not read while it is
+stuck), so the scheduler's gauges keep the values of the last step — as a hung vLLM
+engine core's do, since they are set from its outputs.
 """
 
 from __future__ import annotations
@@ -17,11 +24,12 @@ import math
 import random
 from collections.abc import Callable
 
+from app.sim.accountant import Accountant
 from app.sim.config import SimConfig
 from app.sim.metrics import MetricState
 from app.sim.scenario import Phase, Scenario
 from app.sim.scheduler import Request, Scheduler
-from app.sim.truth import Account, Accountant, Verdict
+from app.sim.truth import Account, Verdict
 from app.sim.workload import sample_request
 
 INTERVAL_S = 5.0
@@ -44,15 +52,28 @@ class Replica:
         cfg = phase.config
         self.cfg = cfg
         self.physics = cfg.build_physics()
-        self.sched = Scheduler(cfg.engine, cfg.num_gpu_blocks, cfg.workload.shared_prefix_tokens)
-        self.metrics = MetricState(version, cfg.engine.max_model_len)
+        spec_k = cfg.speculative.num_speculative_tokens
+        self.sched = Scheduler(
+            cfg.engine, cfg.num_gpu_blocks, cfg.workload.shared_prefix_tokens, spec_k
+        )
+        self.metrics = MetricState(version, cfg.engine.max_model_len, spec_k)
         self.version = version
         self.rng_arrival = random.Random(seed * 2 + 1)
         self.rng_request = random.Random(seed * 2 + 2)
+        self.rng_spec = random.Random(seed * 2 + 3)
         self.on_interval = on_interval
         self.truth = Accountant(
-            INTERVAL_S, cfg.slo.ttft_s, cfg.slo.itl_s, self._closed, cfg.slo.tpot_s
+            INTERVAL_S,
+            cfg.slo.ttft_s,
+            cfg.slo.itl_s,
+            self._closed,
+            cfg.slo.tpot_s,
+            cause_at=lambda t: scenario.phase_at(t)[0].cause,
         )
+        # Arrivals held in front of a hung engine core (faults.hang), oldest first.
+        self.inbox: list[Request] = []
+        self.spec_k = spec_k
+        self.draft_s = self.physics.draft_time(self.spec_k, cfg.speculative.draft_cost)
         self.now = 0.0
         self.next_arrival = self._draw(0.0)
         self.pending_end = -1.0
@@ -78,8 +99,19 @@ class Replica:
             t = end
 
     def _ingest(self, t: float) -> None:
-        """Admit into the waiting queue every request that arrived by ``t``."""
+        """Admit into the waiting queue every request that arrived by ``t`` (into the
+        inbox while the engine hangs; the inbox first once it runs again)."""
         sched = self.sched
+        hung = self.cfg.faults.hang
+        if self.inbox and not hung:
+            for r in self.inbox:
+                if sched.max_queued is not None and len(sched.waiting) >= sched.max_queued:
+                    self.metrics.rejections["max_num_queued_reqs"] += 1
+                    self.truth.cur.acct.rejected += 1
+                    continue
+                sched.waiting.append(r)
+                self.arrived.append(r)
+            self.inbox = []
         while self.next_arrival <= t:
             a = self.next_arrival
             self.next_arrival = self._draw(a)
@@ -90,6 +122,10 @@ class Replica:
             r = Request(
                 a, d.prompt_len, d.output_len, d.max_tokens, d.finish_reason, d.prefix_tokens
             )
+            if hung:
+                self.truth.arrival(r)
+                self.inbox.append(r)
+                continue
             if sched.max_queued is not None and len(sched.waiting) >= sched.max_queued:
                 self.metrics.rejections["max_num_queued_reqs"] += 1
                 self.truth.cur.acct.rejected += 1
@@ -118,6 +154,7 @@ class Replica:
             self.physics = cfg.build_physics()
             self.sched.configure(cfg.engine)
             self.truth.set_slo(cfg.slo.ttft_s, cfg.slo.itl_s, cfg.slo.tpot_s)
+            self.draft_s = self.physics.draft_time(self.spec_k, cfg.speculative.draft_cost)
 
     def _closed(self, acct: Account, verdict: Verdict) -> None:
         m = self.metrics
@@ -141,6 +178,9 @@ class Replica:
                 break
             if self.now >= self.phase_until:
                 self._switch_phase()
+            if self.cfg.faults.hang:
+                self._hang(min(target, self.phase_until))
+                continue
             self._ingest(self.now)
             if not sched.running and not sched.waiting:
                 nxt = min(self.next_arrival, self.phase_until)
@@ -153,6 +193,24 @@ class Replica:
                 continue
             self._start_step()
         self.truth.advance(target if self.pending_end < 0 else self.step_start)
+
+    def _hang(self, end: float) -> None:
+        """Let sim time pass up to ``end`` with the engine core stuck (module docstring):
+        arrivals go to the inbox, and the truth counts the time as stalled while any
+        request is in the system."""
+        sched = self.sched
+        usage = sched.usage
+        running = len(sched.running)
+        prefilling = sum(1 for r in sched.running if r.first_token < 0)
+        t = self.now
+        while t < end:
+            nxt = min(self.next_arrival, end)
+            slot = len(sched.waiting) + len(self.inbox)
+            busy = slot + running > 0
+            self.truth.state(t, nxt, slot, 0, prefilling, running - prefilling, usage, stalled=busy)
+            t = nxt
+            self._ingest(t)
+        self.now = end
 
     def _start_step(self) -> None:
         sched = self.sched
@@ -176,7 +234,9 @@ class Replica:
             self.pending_end = self.now + self.physics.overhead_s + 1e-6
         else:
             dt = self.physics.step_time(sched.tokens, sched.attn, sched.ctx, nseq)
-            self.pending_end = self.now + dt
+            if sched.dec and self.spec_k:
+                dt += self.draft_s
+            self.pending_end = self.now + dt * self.cfg.faults.slowdown
         self.step_start = self.now
         m.started = True
 
@@ -216,26 +276,35 @@ class Replica:
         m = self.metrics
         itl = m.itl
         finished: list[Request] = []
-        # Decodes: one token each. Gaps that started at the previous step end are equal.
+        mixed = bool(sched.pre)  # this step also computed prompt tokens
+        if self.spec_k and sched.dec:
+            acct.spec_steps += 1
+        # Decodes: one token each (plus accepted drafts). Gaps that started at the
+        # previous step end are equal.
         same = 0
+        generated = len(sched.dec)
         for r in sched.dec:
-            r.ncomp += 1
-            r.nout += 1
+            if self.spec_k:
+                n = 1 + self._accepted(r.target - r.nout - 1)
+                generated += n - 1
+            else:
+                n = 1
+            r.ncomp += n
+            r.nout += n
             lt = r.last_token
             if lt == t0:
                 same += 1
             else:
                 gap = t1 - lt
                 itl.observe(gap)
-                truth.itl(gap, 1, False)
+                truth.itl(gap, 1, False, mixed)
             r.last_token = t1
             if r.nout >= r.target:
                 finished.append(r)
         if same:
             gap = t1 - t0
             itl.observe_n(gap, same)
-            truth.itl(gap, same, False)
-        generated = len(sched.dec)
+            truth.itl(gap, same, False, mixed)
         prompt_computed = 0
         for r, n in sched.pre:
             r.ncomp += n
@@ -255,7 +324,7 @@ class Replica:
             else:
                 gap = t1 - r.last_token  # the stream stalled: preempted, then recomputed
                 itl.observe(gap)
-                truth.itl(gap, 1, True)
+                truth.itl(gap, 1, True, mixed)
             r.last_token = t1
             r.preempted = False
             if r.nout >= r.target:
@@ -270,6 +339,25 @@ class Replica:
             acct.finished += len(finished)
             sched.running = [r for r in sched.running if not r.done]
         self.now = t1
+
+    def _accepted(self, room: int) -> int:
+        """Draft one decode's speculative tokens; return how many the target accepted
+        (in order, each with the phase's ``accept_prob``), at most ``room``."""
+        k = self.spec_k
+        p = self.cfg.speculative.accept_prob
+        rand = self.rng_spec.random
+        a = 0
+        while a < k and rand() < p:
+            a += 1
+        a = min(a, room)
+        m = self.metrics
+        m.spec_drafts += 1
+        m.spec_draft_tokens += k
+        m.spec_accepted_tokens += a
+        per_pos = m.spec_accepted_per_pos
+        for i in range(a):
+            per_pos[i] += 1
+        return a
 
     def _finish(self, r: Request, t: float) -> None:
         r.done = True

@@ -14,7 +14,7 @@ from __future__ import annotations
 from app.sim.engine import Replica
 from app.sim.families_v0 import v0_families
 from app.sim.family_parts import Child, Family, Source, Value, const, reader
-from app.sim.metrics import REJECTION_REASONS, SUCCESS_REASONS, Hist
+from app.sim.metrics import REJECTION_REASONS, SUCCESS_REASONS, Hist, MetricState
 
 
 def families(src: Source, version: str, model_name: str) -> list[Family]:
@@ -40,6 +40,30 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
         out.append(Family("histogram", name, help_, [Child(dict(base), lambda: h)], created))
 
     v10 = version == "0.10"
+    if m.spec_tokens:
+        # vLLM registers its spec-decode counters first (vllm/v1/spec_decode/metrics.py).
+        counter(
+            "vllm:spec_decode_num_drafts",
+            "Number of spec decoding drafts.",
+            lambda: m.spec_drafts,
+        )
+        counter(
+            "vllm:spec_decode_num_draft_tokens",
+            "Number of draft tokens.",
+            lambda: m.spec_draft_tokens,
+        )
+        counter(
+            "vllm:spec_decode_num_accepted_tokens",
+            "Number of accepted tokens.",
+            lambda: m.spec_accepted_tokens,
+        )
+        labelled(
+            "counter",
+            "vllm:spec_decode_num_accepted_tokens_per_pos",
+            "Accepted tokens per draft position.",
+            "position",
+            {str(i): _position(m, i) for i in range(m.spec_tokens)},
+        )
     gauge(
         "vllm:num_requests_running", "Number of requests in model execution batches.", src.running
     )
@@ -243,6 +267,11 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
         )
     )
     return out
+
+
+def _position(m: MetricState, i: int) -> Value:
+    """A reader of the accepted tokens at draft position ``i``."""
+    return lambda: m.spec_accepted_per_pos[i]
 
 
 _WAITING_BY_REASON_HELP = (

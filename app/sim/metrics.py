@@ -156,7 +156,7 @@ REJECTION_REASONS = ("max_num_queued_reqs", "max_num_queued_tokens")
 class MetricState:
     """Cumulative counters and histograms of one replica, in vLLM's units."""
 
-    def __init__(self, version: str, max_model_len: int) -> None:
+    def __init__(self, version: str, max_model_len: int, spec_tokens: int = 0) -> None:
         if version not in VERSIONS:
             raise ValueError(f"unknown vLLM version {version!r}")
         self.version = version
@@ -187,6 +187,12 @@ class MetricState:
         self.prompt_cache_hit = 0.0
         self.success = dict.fromkeys(SUCCESS_REASONS, 0.0)
         self.rejections = dict.fromkeys(REJECTION_REASONS, 0.0)
+        # Speculative decoding (vllm/v1/spec_decode/metrics.py), when configured.
+        self.spec_tokens = spec_tokens
+        self.spec_drafts = 0.0
+        self.spec_draft_tokens = 0.0
+        self.spec_accepted_tokens = 0.0
+        self.spec_accepted_per_pos = [0.0] * spec_tokens
         # V0 only: blocks queried/hit for the hit-rate gauge, throughput over the last log.
         self.prefix_block_queries = 0.0
         self.prefix_block_hits = 0.0

@@ -207,6 +207,11 @@ class Physics:
         """Seconds for a pure decode step of ``batch`` sequences of ``context`` tokens each."""
         return self.step_time(batch, batch * (context + 1), batch * context, batch)
 
+    def draft_time(self, tokens: int, cost: float) -> float:
+        """Seconds a drafter needs for ``tokens`` draft tokens per step, each costing
+        ``cost`` of one read of the target's weights (speculative decoding)."""
+        return tokens * cost * self.weight_bytes / self.eff_bandwidth
+
     def decode_ceiling_tok_s(self) -> float:
         """Single-stream decode ceiling: bandwidth / weight bytes (no efficiency)."""
         return self.device.bandwidth_bytes_s / self.weight_bytes

@@ -43,7 +43,7 @@ def record(
     rows: list[dict[str, Any]] = []
 
     def keep(acct: Account, verdict: Verdict, phase: Any) -> None:
-        rows.append(row(acct, verdict, start_unix, phase.name, phase.expect))
+        rows.append(row(acct, verdict, start_unix, phase.name, phase.expect, phase.cause))
 
     replica = Replica(sc, seed=seed, version=version, on_interval=keep)
     writer = TextWriter(replica_families(replica), created_ts=start_unix)
@@ -89,6 +89,19 @@ def describe(
                 "block_size": c.engine.block_size,
                 "ttft_slo_s": c.slo.ttft_s,
                 "itl_slo_s": c.slo.itl_s,
+                "prefix_share": c.workload.prefix_share,
+                "prefix_reuse": c.workload.prefix_reuse,
+                "num_speculative_tokens": c.speculative.num_speculative_tokens,
+                "spec_accept_prob": c.speculative.accept_prob,
+                "hang": c.faults.hang,
+                "slowdown": c.faults.slowdown,
+                "cause": None
+                if ph.cause is None
+                else {
+                    "class": ph.cause.cls,
+                    "sub_cause": ph.cause.sub_cause,
+                    "headline_change": ph.cause.headline_change,
+                },
             }
         )
     return {

@@ -9,6 +9,16 @@ A scenario file (YAML) holds the config mapping of ``app.sim.config`` plus::
     loop_s: 900                # optional: the phase timeline repeats (live demo)
     phases:                    # optional, applied in order; each change persists
       - {at_s: 300, name: spike, expect: queue_bound, set: {workload.rate_multiplier: 3.5}}
+      - at_s: 900                # a phase may say what it changed, for the ground truth
+        name: surge
+        expect: queue_bound
+        cause: {sub_cause: arrival_surge, headline_change: arrival_rate}
+        set: {workload.rate_multiplier: 4.0}
+
+A phase's ``cause`` is the scenario's own account of the change it made
+(``app.sim.truth.Cause``): the sub-cause that refines its ``expect`` class (or null)
+and the canonical name of the signal the change moved (``headline_change``). It holds
+for that phase only; the ground truth uses it for the windows of that phase.
 
 Overrides (CLI flags, ``--set a.b=value``) change the base mapping before the phases are
 applied. A base ``workload.load`` is turned into an absolute rate once, from the base
@@ -28,9 +38,10 @@ import yaml
 
 from app.sim.config import SimConfig, resolve
 from app.sim.errors import SimConfigError
+from app.sim.truth import CLASSES, HEADLINE_CHANGES, SUB_CAUSES, Cause
 
-CLASSES = ("healthy", "idle", "prefill_bound", "decode_bound", "queue_bound", "kv_pressure")
 _TOP_LEVEL = {"name", "description", "expect", "duration_s", "loop_s", "phases"}
+_SECTIONS = {"device", "model", "physics", "engine", "workload", "slo", "speculative", "faults"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +50,7 @@ class Phase:
     name: str
     config: SimConfig
     expect: str | None
+    cause: Cause | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,7 +146,7 @@ def load(name_or_path: str, overrides: dict[str, Any] | None = None) -> Scenario
 
 def from_tree(tree: dict[str, Any], overrides: dict[str, Any] | None = None) -> Scenario:
     """Build a scenario from its mapping; every phase is resolved (validated) up front."""
-    unknown = set(tree) - _TOP_LEVEL - {"device", "model", "physics", "engine", "workload", "slo"}
+    unknown = set(tree) - _TOP_LEVEL - _SECTIONS
     if unknown:
         raise SimConfigError(f"unknown scenario key(s): {', '.join(sorted(unknown))}")
     base_tree = {k: copy.deepcopy(v) for k, v in tree.items() if k not in _TOP_LEVEL}
@@ -158,18 +170,25 @@ def from_tree(tree: dict[str, Any], overrides: dict[str, Any] | None = None) -> 
             set_dotted(running_tree, str(key), value)
         pname = str(raw.get("name", f"phase{i + 1}"))
         cfg = _resolve(copy.deepcopy(running_tree), name, pname)
-        phases.append(Phase(at, pname, cfg, raw.get("expect")))
+        cause = _cause(raw, f"{name}, phase {pname}")
+        phases.append(Phase(at, pname, cfg, raw.get("expect"), cause))
     if len(phases) > 1 and phases[1].at_s == 0:
         phases.pop(0)
-        phases[0] = Phase(0.0, phases[0].name, phases[0].config, phases[0].expect)
+        first = phases[0]
+        phases[0] = Phase(0.0, first.name, first.config, first.expect, first.cause)
     for ph in phases:
         if ph.expect is not None and ph.expect not in CLASSES:
             raise SimConfigError(f"{name}: expect {ph.expect!r} is not one of {CLASSES}")
     base_blocks = phases[0].config.num_gpu_blocks
     prefix = phases[0].config.workload.shared_prefix_tokens
+    spec = phases[0].config.speculative.num_speculative_tokens
     for ph in phases[1:]:
         if ph.config.workload.shared_prefix_tokens != prefix:
             raise SimConfigError(f"{name}: shared_prefix_tokens cannot change in a phase")
+        if ph.config.speculative.num_speculative_tokens != spec:
+            raise SimConfigError(
+                f"{name}: speculative.num_speculative_tokens cannot change in a phase (restart)"
+            )
         if ph.config.num_gpu_blocks != base_blocks:
             raise SimConfigError(f"{name}: phases cannot resize the KV pool (restart instead)")
     loop = tree.get("loop_s")
@@ -186,6 +205,27 @@ def from_tree(tree: dict[str, Any], overrides: dict[str, Any] | None = None) -> 
         loop_s=float(loop) if loop is not None else None,
         phases=tuple(phases),
     )
+
+
+def _cause(raw: dict[str, Any], where: str) -> Cause | None:
+    """A phase's ``cause``: which sub-cause and headline change it is built to show."""
+    given = raw.get("cause")
+    if given is None:
+        return None
+    if not isinstance(given, dict) or set(given) - {"sub_cause", "headline_change"}:
+        raise SimConfigError(f"{where}: cause takes sub_cause and headline_change")
+    expect = raw.get("expect")
+    sub = given.get("sub_cause")
+    headline = given.get("headline_change")
+    if expect is None:
+        raise SimConfigError(f"{where}: a cause needs the phase's expect class")
+    if sub is not None and sub not in SUB_CAUSES:
+        raise SimConfigError(f"{where}: sub_cause {sub!r} is not one of {SUB_CAUSES}")
+    if headline not in HEADLINE_CHANGES:
+        raise SimConfigError(
+            f"{where}: headline_change {headline!r} is not one of {HEADLINE_CHANGES}"
+        )
+    return Cause(str(expect), sub, str(headline))
 
 
 def _resolve(tree: dict[str, Any], name: str, phase: str) -> SimConfig:

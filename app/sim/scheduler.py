@@ -13,6 +13,9 @@ Each step, under a budget of ``max_num_batched_tokens``:
    behind it when its first chunk's blocks do not fit (waiting for KV), or when the batch
    or the budget is full (waiting for a slot).
 
+With speculative decoding a decode takes 1 + k tokens of the budget and KV slots for
+them (the drafts are verified in the same pass); the engine keeps the accepted ones.
+
 Prefix caching: one shared system prompt (whole blocks) is kept once in the pool while
 any request references it, and stays cached (counted as free) when none does, until an
 allocation needs its blocks.
@@ -81,7 +84,15 @@ class Request:
 class Scheduler:
     """Holds the queues and the block pool; ``schedule()`` fills the step's fields."""
 
-    def __init__(self, engine: EngineConfig, num_blocks: int, shared_prefix_tokens: int) -> None:
+    def __init__(
+        self,
+        engine: EngineConfig,
+        num_blocks: int,
+        shared_prefix_tokens: int,
+        spec_tokens: int = 0,
+    ) -> None:
+        # Tokens a decode puts through the model: its own plus the drafts to verify.
+        self.decode_tokens = 1 + spec_tokens
         self.running: list[Request] = []
         self.waiting: deque[Request] = deque()
         self.total = num_blocks
@@ -203,18 +214,21 @@ class Scheduler:
         tokens = 0
         i = 0
         lost = False
+        k1 = self.decode_tokens
         while i < len(running):
             if budget <= 0:
                 break
             r = running[i]
             need = r.prompt_len + r.nout - r.ncomp
-            if need == 1:
-                if r.ncomp >= r.cap and not self._grow(r, 1):
+            # A decode has its first token out and is not recomputing: a prompt (or a
+            # recompute) with one token left is still a prompt chunk, and yields a token.
+            if need == 1 and r.first_token >= 0 and not r.preempted:
+                if r.ncomp + k1 > r.cap and not self._grow(r, k1):
                     lost = True
                     break
                 dec.append(r)
                 cdec += r.ncomp
-                budget -= 1
+                budget -= k1
             else:
                 n = need if need < budget else budget
                 if r.ncomp + n > r.cap and not self._grow(r, n):
@@ -230,7 +244,7 @@ class Scheduler:
         self.idle_prefill = self.idle_decode = 0
         if not lost:
             for r in running[i:]:
-                if r.prompt_len + r.nout - r.ncomp > 1:
+                if r.prompt_len + r.nout - r.ncomp > 1 or r.first_token < 0 or r.preempted:
                     self.idle_prefill += 1
                 else:
                     self.idle_decode += 1
@@ -260,6 +274,7 @@ class Scheduler:
         nd = len(dec)
         self.dec = dec
         self.pre = pre
-        self.tokens = tokens + nd
-        self.attn = attn + cdec + nd  # each decode token attends to its context and itself
+        self.tokens = tokens + nd * k1
+        # each decode token attends to its context and itself (and drafts to the ones before)
+        self.attn = attn + k1 * cdec + nd * k1 * (k1 + 1) // 2
         self.ctx = ctx + cdec

@@ -48,7 +48,7 @@ class _Engine:
         epoch = sim.start_unix
 
         def keep(acct: Account, verdict: Verdict, phase: Any) -> None:
-            self.truth.append(row(acct, verdict, epoch, phase.name, phase.expect))
+            self.truth.append(row(acct, verdict, epoch, phase.name, phase.expect, phase.cause))
 
         self.replica = Replica(
             scenario, seed=sim.seed + 7919 * index, version=sim.version, on_interval=keep

@@ -21,38 +21,83 @@ SLO judgements (p99 over SLO <=> more than 1 % of the judged items are over it):
 * TTFT: each request is judged once, as "over" the moment its age passes the TTFT SLO
   without a first token (so a queue that serves nobody is still seen), else as "ok" at its
   first token;
-* ITL: every inter-token gap is judged at the token; gaps that end a preemption
-  stall (recompute) are counted apart;
-* per request, when it finishes (for SLO attainment and goodput, not for the class):
+* ITL: every inter-token gap is judged at the token (one gap per output event, which
+  under speculative decoding carries the accepted drafts too); gaps that end a
+  preemption stall (recompute), and gaps ending in a step that also computed prompt
+  tokens (``itl_over_mixed``), are counted apart;
+* per request, when it finishes (for SLO attainment and goodput; for the class only
+  under speculative decoding):
   ``tpot_ok`` its time per output token is within the TPOT SLO (``slo.tpot_s``, default
   the ITL SLO), ``good`` its TTFT and its TPOT both are (DistServe's goodput).
 
 ``classify`` (first match wins):
 
 1. ``idle``           no request in the system and no step in the interval;
-2. ``kv_pressure``    a preemption happened (a user-visible stall plus recompute), or ITL
+2. ``stalled``        the engine core was hung (``faults.hang``) for more than half of
+                      the interval with requests in the system: nothing scheduled,
+                      nothing finished (the engine knows it was stuck; no metric is read);
+3. ``kv_pressure``    a preemption happened (a user-visible stall plus recompute), or ITL
                       is over SLO and at least half the slow gaps are preemption stalls;
-3. TTFT over SLO      the largest of rs_slot / rs_kv / rs_prefill names the class:
+4. TTFT over SLO      the largest of rs_slot / rs_kv / rs_prefill names the class:
                       ``queue_bound`` / ``kv_pressure`` / ``prefill_bound``;
-4. ``decode_bound``   ITL over SLO;
-5. ``healthy``        otherwise (within both SLOs; a short queue that does not break the
+5. ``decode_bound``   ITL over SLO; with speculative decoding (``spec_steps``: decode
+                      steps that verified drafts) TPOT over SLO instead, since one
+                      output event then carries several tokens and its gap is no
+                      per-token latency (the ITL SLO is the TPOT SLO by default);
+6. ``healthy``        otherwise (within both SLOs; a short queue that does not break the
                       TTFT SLO is not a bottleneck).
 
 TTFT causes come before ITL: when prompts are stuck, slow streaming is a side effect (the
 same long prompt chunks that delay the first token also stretch the steps).
+
+Beside the class, from what the simulator did (never from its metrics):
+
+* ``sub_cause``: the phase's declared one (``Cause``, the scenario's knob) when the class
+  is the one the phase was built to show; else, for ``decode_bound``, where the slow
+  gaps came from — ``prefill_interference`` when at least half of the gaps over the ITL
+  SLO ended in a step that also computed prompt tokens (``itl_over_mixed``),
+  ``bandwidth_bound`` when most ended in pure decode steps; else None.
+* ``headline_change``: the canonical name (``app.model.DERIVED_SIGNALS``, pinned by a
+  test) of what the phase's change moved, for every class but ``healthy`` and ``idle``;
+  None without a declared cause (a baseline) or when the window is healthy.
 """
 
 from __future__ import annotations
 
-import math
-from collections import deque
-from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from app.sim.scheduler import Request
-
 P99_SHARE = 0.01
+
+CLASSES = (
+    "healthy",
+    "idle",
+    "stalled",
+    "prefill_bound",
+    "decode_bound",
+    "queue_bound",
+    "kv_pressure",
+)
+# What a scenario's phase may declare it changed (app.sim.scenario reads ``cause``).
+SUB_CAUSES = (
+    "long_prompts",
+    "prefix_cache_miss",
+    "arrival_surge",
+    "capacity_loss",
+    "spec_decode_regression",
+    "bandwidth_bound",
+    "prefill_interference",
+)
+HEADLINE_CHANGES = (
+    "prefix_cache_hit_rate",
+    "prompt_tokens_mean",
+    "output_tokens_mean",
+    "arrival_rate",
+    "completion_rate",
+    "spec_decode_acceptance",
+    "steps_per_s",
+)
 
 ADDITIVE = (
     "duration_s",
@@ -65,6 +110,7 @@ ADDITIVE = (
     "itl_n",
     "itl_over",
     "itl_stall_over",
+    "itl_over_mixed",
     "itl_sum_s",
     "tpot_ok",
     "good",
@@ -75,6 +121,8 @@ ADDITIVE = (
     "preemptions",
     "steps",
     "busy_s",
+    "stalled_s",
+    "spec_steps",
     "kv_usage_s",
     "prompt_tokens",
     "generation_tokens",
@@ -97,6 +145,7 @@ class Account:
     itl_n: int = 0
     itl_over: int = 0
     itl_stall_over: int = 0
+    itl_over_mixed: int = 0
     itl_sum_s: float = 0.0
     tpot_ok: int = 0
     good: int = 0
@@ -107,6 +156,8 @@ class Account:
     preemptions: int = 0
     steps: int = 0
     busy_s: float = 0.0
+    stalled_s: float = 0.0
+    spec_steps: int = 0
     kv_usage_s: float = 0.0
     kv_usage_max: float = 0.0
     prompt_tokens: int = 0
@@ -118,21 +169,55 @@ class Account:
 
 
 @dataclass(frozen=True, slots=True)
+class Cause:
+    """What a scenario's phase changed, as the scenario declares it: the class it is
+    built to show, the sub-cause refining that class (or None) and the canonical name of
+    the signal the change moved."""
+
+    cls: str
+    sub_cause: str | None
+    headline_change: str
+
+
+@dataclass(frozen=True, slots=True)
 class Verdict:
     cls: str
     reason: str
     ambiguous: bool
+    sub_cause: str | None = None
+    headline_change: str | None = None
 
 
 def _over(over: int, n: int) -> bool:
     return n > 0 and over > P99_SHARE * n
 
 
-def classify(a: Account) -> Verdict:
-    """The truth class of an account (rules in the module docstring)."""
+def classify(a: Account, cause: Cause | None = None) -> Verdict:
+    """The truth of an account (rules in the module docstring); ``cause`` is what the
+    phase declares it changed."""
+    v = _classify(a)
+    if cause is not None and cause.sub_cause is not None and v.cls == cause.cls:
+        sub: str | None = cause.sub_cause
+    elif v.cls == "decode_bound":
+        mixed = 2 * a.itl_over_mixed >= a.itl_over
+        sub = "prefill_interference" if mixed else "bandwidth_bound"
+    else:
+        sub = None
+    quiet = v.cls in ("healthy", "idle")
+    headline = None if cause is None or quiet else cause.headline_change
+    return Verdict(v.cls, v.reason, v.ambiguous, sub, headline)
+
+
+def _classify(a: Account) -> Verdict:
     in_system = a.rs_slot + a.rs_kv + a.rs_prefill + a.rs_decode
     if a.steps == 0 and a.arrivals == 0 and in_system == 0:
         return Verdict("idle", "no requests", False)
+    if a.stalled_s > 0.5 * a.duration_s:
+        return Verdict(
+            "stalled",
+            f"engine hung {a.stalled_s:.0f} of {a.duration_s:.0f} s with requests in it",
+            a.stalled_s < 0.75 * a.duration_s,
+        )
     n_ttft = a.ttft_ok + a.ttft_over
     ttft_bad = _over(a.ttft_over, n_ttft)
     itl_bad = _over(a.itl_over, a.itl_n)
@@ -154,6 +239,14 @@ def classify(a: Account) -> Verdict:
             f"TTFT over SLO ({a.ttft_over}/{n_ttft}); time before first token: {share}",
             near_ttft or close,
         )
+    if a.spec_steps:
+        # One output event carries the accepted drafts too: its gap is no per-token
+        # latency. Judge the tokens by each finished request's TPOT instead.
+        over = a.finished - a.tpot_ok
+        if _over(over, a.finished):
+            why = f"TPOT over SLO ({over}/{a.finished} requests; speculative decoding)"
+            return Verdict("decode_bound", why, _near(over, a.finished))
+        return Verdict("healthy", "within SLOs", near_ttft or _near(over, a.finished))
     if itl_bad:
         return Verdict("decode_bound", f"ITL over SLO ({a.itl_over}/{a.itl_n} gaps)", near_itl)
     return Verdict("healthy", "within SLOs", near_ttft or near_itl)
@@ -178,11 +271,20 @@ def merge(accounts: Iterable[Account]) -> Account:
 
 
 def window_truth(rows: Iterable[dict[str, Any]], start: float, end: float) -> Verdict:
-    """Classify the window [start, end) from ``truth.jsonl`` rows (unix ``t0``/``t1``)."""
-    picked = [account_from_row(r) for r in rows if r["t0"] >= start and r["t1"] <= end]
+    """Classify the window [start, end) from ``truth.jsonl`` rows (unix ``t0``/``t1``);
+    the declared cause is the latest row's."""
+    picked = [r for r in rows if r["t0"] >= start and r["t1"] <= end]
     if not picked:
         raise ValueError(f"no truth intervals inside [{start}, {end})")
-    return classify(merge(picked))
+    return classify(merge(account_from_row(r) for r in picked), cause_from_row(picked[-1]))
+
+
+def cause_from_row(row: dict[str, Any]) -> Cause | None:
+    """The declared cause a ``truth.jsonl`` row carries (None for a baseline phase)."""
+    given = row.get("cause")
+    if not given:
+        return None
+    return Cause(given["class"], given["sub_cause"], given["headline_change"])
 
 
 def account_from_row(row: dict[str, Any]) -> Account:
@@ -190,144 +292,33 @@ def account_from_row(row: dict[str, Any]) -> Account:
     return Account(**{k: v for k, v in row.items() if k in known})
 
 
-def _quantiles(values: list[tuple[float, int]]) -> tuple[float | None, float | None]:
-    """p50 and p99 of weighted values (value, count), by rank."""
-    if not values:
-        return None, None
-    values.sort()
-    n = sum(c for _, c in values)
-    out: list[float] = []
-    for q in (0.5, 0.99):
-        rank, acc = math.ceil(q * n), 0
-        for v, c in values:
-            acc += c
-            if acc >= rank:
-                out.append(v)
-                break
-    return out[0], out[1]
-
-
-@dataclass
-class _Open:
-    acct: Account
-    ttft: list[tuple[float, int]] = field(default_factory=list)
-    itl: list[tuple[float, int]] = field(default_factory=list)
-
-
-class Accountant:
-    """Collects the engine's events into fixed intervals of sim time."""
-
-    def __init__(
-        self,
-        interval_s: float,
-        ttft_slo_s: float,
-        itl_slo_s: float,
-        on_close: Callable[[Account, Verdict], None],
-        tpot_slo_s: float | None = None,
-    ) -> None:
-        self.interval = interval_s
-        self.ttft_slo = ttft_slo_s
-        self.itl_slo = itl_slo_s
-        self.tpot_slo = itl_slo_s if tpot_slo_s is None else tpot_slo_s
-        self.on_close = on_close
-        self.k = 0
-        self.boundary = interval_s
-        self.cur = _Open(Account(0.0, interval_s))
-        self.deadlines: deque[tuple[float, Request]] = deque()
-
-    def set_slo(self, ttft_s: float, itl_s: float, tpot_s: float | None = None) -> None:
-        self.ttft_slo, self.itl_slo = ttft_s, itl_s
-        self.tpot_slo = itl_s if tpot_s is None else tpot_s
-
-    def _close(self) -> None:
-        b = self.boundary
-        a = self.cur.acct
-        dl = self.deadlines
-        while dl and dl[0][0] <= b:
-            d, r = dl.popleft()
-            if r.first_token < 0 or r.first_token > d:
-                a.ttft_over += 1
-        a.duration_s = self.interval
-        a.ttft_p50_s, a.ttft_p99_s = _quantiles(self.cur.ttft)
-        a.itl_p50_s, a.itl_p99_s = _quantiles(self.cur.itl)
-        self.on_close(a, classify(a))
-        self.k += 1
-        self.boundary = (self.k + 1) * self.interval
-        self.cur = _Open(Account(b, self.boundary))
-
-    def advance(self, t: float) -> None:
-        """Close every interval that ends at or before ``t``."""
-        while t >= self.boundary:
-            self._close()
-
-    def state(
-        self,
-        t0: float,
-        t1: float,
-        slot: float,
-        kv: float,
-        prefill: float,
-        decode: float,
-        usage: float,
-    ) -> None:
-        """Request counts per state (and KV usage) held over [t0, t1), split at boundaries."""
-        while True:
-            a = self.cur.acct
-            end = t1 if t1 < self.boundary else self.boundary
-            dt = end - t0
-            if dt > 0:
-                a.rs_slot += slot * dt
-                a.rs_kv += kv * dt
-                a.rs_prefill += prefill * dt
-                a.rs_decode += decode * dt
-                a.busy_s += dt
-                a.kv_usage_s += usage * dt
-            if usage > a.kv_usage_max:
-                a.kv_usage_max = usage
-            if t1 < self.boundary:
-                return
-            t0 = self.boundary
-            self._close()
-
-    def arrival(self, r: Request) -> None:
-        self.cur.acct.arrivals += 1
-        self.deadlines.append((r.arrival + self.ttft_slo, r))
-
-    def first_token(self, ttft: float) -> None:
-        a = self.cur.acct
-        a.first_tokens += 1
-        if ttft <= self.ttft_slo:
-            a.ttft_ok += 1
-        self.cur.ttft.append((ttft, 1))
-
-    def finished(self, ttft: float, tpot: float) -> None:
-        """A request finished: judge its TTFT and TPOT against the SLOs, together."""
-        a = self.cur.acct
-        tpot_ok = tpot <= self.tpot_slo
-        a.tpot_ok += tpot_ok
-        a.good += tpot_ok and ttft <= self.ttft_slo
-
-    def itl(self, gap: float, n: int, stall: bool) -> None:
-        a = self.cur.acct
-        a.itl_n += n
-        a.itl_sum_s += gap * n
-        if gap > self.itl_slo:
-            a.itl_over += n
-            if stall:
-                a.itl_stall_over += n
-        self.cur.itl.append((gap, n))
-
-
-def row(a: Account, v: Verdict, epoch: float, phase: str, expect: str | None) -> dict[str, Any]:
-    """One ``truth.jsonl`` line: unix times, the class, and the accounting behind it."""
+def row(
+    a: Account,
+    v: Verdict,
+    epoch: float,
+    phase: str,
+    expect: str | None,
+    cause: Cause | None = None,
+) -> dict[str, Any]:
+    """One ``truth.jsonl`` line: unix times, the class, its sub-cause and headline
+    change, the phase's declared cause, and the accounting behind it."""
     out: dict[str, Any] = {
         "t0": epoch + a.t0,
         "t1": epoch + a.t1,
         "class": v.cls,
+        "sub_cause": v.sub_cause,
+        "headline_change": v.headline_change,
         "reason": v.reason,
         "ambiguous": v.ambiguous,
         "phase": phase,
         "expect": expect,
+        "cause": None
+        if cause is None
+        else {
+            "class": cause.cls,
+            "sub_cause": cause.sub_cause,
+            "headline_change": cause.headline_change,
+        },
     }
     for k, val in asdict(a).items():
         if k in ("t0", "t1"):

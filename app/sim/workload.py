@@ -53,6 +53,10 @@ class Workload:
     rate_multiplier: float = 1.0
     shared_prefix_tokens: int = 0
     prefix_share: float = 0.0
+    # Of the requests carrying the system prompt, the share whose copy is byte-identical
+    # and so reusable from the prefix cache; the others carry a same-length prompt that
+    # differs early (a per-request field ahead of it) and share nothing.
+    prefix_reuse: float = 1.0
     bursts: Bursts | None = None
 
     def validate(self) -> None:
@@ -72,6 +76,8 @@ class Workload:
             raise SimConfigError("request class weights must not all be zero")
         if not 0 <= self.prefix_share <= 1:
             raise SimConfigError(f"prefix_share must be in [0, 1], got {self.prefix_share}")
+        if not 0 <= self.prefix_reuse <= 1:
+            raise SimConfigError(f"prefix_reuse must be in [0, 1], got {self.prefix_reuse}")
         if self.shared_prefix_tokens < 0:
             raise SimConfigError("shared_prefix_tokens must not be negative")
         b = self.bursts
@@ -122,7 +128,9 @@ def sample_request(
     prefix = 0
     if workload.shared_prefix_tokens and rng.random() < workload.prefix_share:
         prompt += workload.shared_prefix_tokens
-        prefix = workload.shared_prefix_tokens // block_size * block_size
+        # Drawn only when some copies differ, so other workloads keep their random stream.
+        if workload.prefix_reuse >= 1 or rng.random() < workload.prefix_reuse:
+            prefix = workload.shared_prefix_tokens // block_size * block_size
     prompt = min(prompt, max_model_len - 1)
     if prefix >= prompt:
         prefix = (prompt - 1) // block_size * block_size

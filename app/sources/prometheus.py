@@ -80,7 +80,9 @@ def _families() -> list[str]:
         names += [f"{f}_{part}" for f in families for part in ("bucket", "sum", "count")]
     for table in (GAUGE_SOURCES, COUNTER_SOURCES):
         for families in table.values():
-            names += list(families)
+            # a family read per label value is keyed ``family{label="value"}``: its name
+            # is the part before the brace
+            names += [f.partition("{")[0] for f in families]
     return [*names, FINISHED_FAMILY, CACHE_CONFIG_FAMILY]
 
 

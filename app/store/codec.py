@@ -26,7 +26,17 @@ _ZDICT = (
     b'"g":{"running":,"waiting":,"kv_usage":,"prefix_hit_rate":,"m":[],"e":{"0":'
     b"0.0,1.0,2.0,3.0,4.0,5.0,0.5,0.25,0.1,0.01]}"
 )
+# Payloads written since the optional signals (app.model.OPTIONAL_*_SIGNALS) were read:
+# the same dictionary with their names appended, under their own magic; "z1" payloads
+# still decode with the first.
+_ZDICT2 = _ZDICT + (
+    b'"spec_drafts":,"spec_draft_tokens":,"spec_accepted_tokens":,'
+    b'"waiting_capacity":,"waiting_deferred":,"prompt_tokens_local_cache_hit":,'
+    b'"z":["prompt_tokens_external_kv_transfer","external_prefix_queries",'
+    b'"external_prefix_hits","admission_rejections"],"prompt_tokens_local_compute":'
+)
 _MAGIC = b"z1"
+_MAGIC2 = b"z2"
 
 
 def _num(x: float) -> float | int | str:
@@ -46,14 +56,18 @@ def _float(v: float | int | str) -> float:
 
 def _pack(obj: Any) -> bytes:
     text = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
-    comp = zlib.compressobj(level=6, zdict=_ZDICT)
-    return _MAGIC + comp.compress(text) + comp.flush()
+    comp = zlib.compressobj(level=6, zdict=_ZDICT2)
+    return _MAGIC2 + comp.compress(text) + comp.flush()
 
 
 def _unpack(blob: bytes) -> Any:
-    if not blob.startswith(_MAGIC):
+    if blob.startswith(_MAGIC2):
+        zdict = _ZDICT2
+    elif blob.startswith(_MAGIC):
+        zdict = _ZDICT
+    else:
         raise ValueError("unknown payload encoding")
-    decomp = zlib.decompressobj(zdict=_ZDICT)
+    decomp = zlib.decompressobj(zdict=zdict)
     return json.loads(decomp.decompress(blob[len(_MAGIC) :]) + decomp.flush())
 
 

@@ -38,8 +38,15 @@ from app.model import (
     GaugeStats,
     HistogramDelta,
     IntervalDelta,
-    Quantile,
     Window,
+)
+from app.windows.derived import (
+    derive,
+    finished_requests,
+    mean_gen_len,
+    mean_prompt_len,
+    prefix_hit_ratio,
+    quantile,
 )
 from app.windows.exact import ExactSum, HistogramSum
 from app.windows.quantile import quantiles_of_delta
@@ -49,6 +56,7 @@ GaugeSample = tuple[float, Mapping[str, float]]
 
 __all__ = [
     "GaugeSample",
+    "derive",
     "finished_requests",
     "mean_gen_len",
     "mean_prompt_len",
@@ -81,8 +89,13 @@ class _GaugeAcc:
             self.maxq.popleft()
 
     def stats(self) -> GaugeStats:
-        n = len(self.samples)
-        return GaugeStats(avg=self.total.value() / n, max=self.maxq[0][1], last=self.samples[-1][1])
+        samples = self.samples
+        return GaugeStats(
+            avg=self.total.value() / len(samples),
+            max=self.maxq[0][1],
+            last=samples[-1][1],
+            first=samples[0][1],
+        )
 
 
 class _Accumulator:
@@ -100,6 +113,7 @@ class _Accumulator:
         self.resets = 0
         self.gauges: dict[str, _GaugeAcc] = {}
         self.gauge_seq = 0
+        self.gauge_times: deque[float] = deque()
 
     # -- deltas ---------------------------------------------------------------------
     def add_delta(self, d: IntervalDelta) -> None:
@@ -145,9 +159,10 @@ class _Accumulator:
             del counter[name]
 
     # -- gauges ---------------------------------------------------------------------
-    def add_gauges(self, values: Mapping[str, float]) -> None:
+    def add_gauges(self, ts: float, values: Mapping[str, float]) -> None:
         seq = self.gauge_seq
         self.gauge_seq += 1
+        self.gauge_times.append(ts)
         for name, v in values.items():
             if math.isnan(v):
                 continue
@@ -157,6 +172,7 @@ class _Accumulator:
             g.add(seq, v)
 
     def remove_gauges(self, values: Mapping[str, float]) -> None:
+        self.gauge_times.popleft()
         for name, v in values.items():
             if math.isnan(v):
                 continue
@@ -190,6 +206,8 @@ class _Accumulator:
         gauges = {name: self.gauges[name].stats() for name in sorted(self.gauges)}
         seen = set(histograms) | set(increases) | set(gauges)
         missing = set(self.missing) | {s for s in CORE_SIGNALS if s not in seen}
+        times = self.gauge_times
+        span = times[-1] - times[0] if len(times) > 1 else 0.0
         return Window(
             target=target,
             model_name=model_name,
@@ -206,6 +224,17 @@ class _Accumulator:
             intervals=self.intervals,
             reset=self.resets > 0 or layout_skipped,
             missing=tuple(sorted(missing)),
+            gauge_span=span,
+            derived=derive(
+                covered=covered,
+                quantiles=quantiles,
+                means=means,
+                observations=observations,
+                increases=increases,
+                rates=rates,
+                gauges=gauges,
+                gauge_span=span,
+            ),
         )
 
 
@@ -244,7 +273,7 @@ def window(
         acc.add_delta(d)
     for ts, values in _gauge_source(inside, gauge_samples):
         if start < ts <= end:
-            acc.add_gauges(values)
+            acc.add_gauges(ts, values)
     return acc.window(target=target, model_name=model_name, start=start, end=end)
 
 
@@ -311,49 +340,8 @@ def windows(
                 g_hi += 1
             g_lo = g_hi
         while g_hi < len(samples) and samples[g_hi][0] <= w_end:
-            acc.add_gauges(samples[g_hi][1])
+            acc.add_gauges(*samples[g_hi])
             g_hi += 1
         out.append(acc.window(target=target, model_name=model_name, start=w_start, end=w_end))
         k += 1
     return out
-
-
-# -- derived numbers the API shows -------------------------------------------------------
-
-
-def prefix_hit_ratio(w: Window) -> float | None:
-    """Prefix-cache hit ratio in the window: Δprefix_hits / Δprefix_queries.
-
-    ``None`` when no query was counted. Without the counters (vLLM V0) it falls back to
-    the last value of the V0 gauge ``prefix_hit_rate`` when that is ≥ 0 (-1 = caching
-    off → ``None``). Unit-free, so the 0.8.x block-based counters give a ratio too.
-    """
-    queries = w.increases.get("prefix_queries")
-    hits = w.increases.get("prefix_hits")
-    if queries is not None and hits is not None:
-        return hits / queries if queries > 0 else None
-    gauge = w.gauges.get("prefix_hit_rate")
-    if gauge is not None and gauge.last is not None and gauge.last >= 0:
-        return gauge.last
-    return None
-
-
-def mean_prompt_len(w: Window) -> float | None:
-    """Mean prompt length (tokens) of requests finished in the window: Δsum / Δcount."""
-    return w.means.get("prompt_len")
-
-
-def mean_gen_len(w: Window) -> float | None:
-    """Mean generation length (tokens) of requests finished in the window."""
-    return w.means.get("gen_len")
-
-
-def finished_requests(w: Window) -> float | None:
-    """Requests finished in the window, all reasons (``finished:*``); None if unseen."""
-    values = [v for name, v in w.increases.items() if name.startswith("finished:")]
-    return math.fsum(values) if values else None
-
-
-def quantile(w: Window, signal: str, label: str) -> Quantile | None:
-    """``w.quantiles[signal][label]``, or None when the signal is not in the window."""
-    return w.quantiles.get(signal, {}).get(label)
