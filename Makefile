@@ -21,10 +21,12 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/phasewatch demo
 
+# ruff, mypy and the layers of app/ (import-linter contracts in pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check app tests bench
 	$(BIN)/ruff format --check app tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 sysdeps:
 	@missing=""; for b in $(SYSBINS); do command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \

@@ -4,6 +4,10 @@ This is the only module that reads the environment. Precedence, lowest first: de
 the YAML file, the environment (``PHASEWATCH_SCRAPE__INTERVAL=10``, nested with ``__``),
 then command-line overrides. A bad value raises :class:`ConfigError` with one line that
 names the field; the CLI prints it and exits 2 before anything starts.
+
+Nothing of the domain is imported here: what only the domain can judge (a rule file's
+rules) is checked where the CLI and the service start (``app.cli.config.load_config``,
+``app.main.create_app``), and :func:`field_error` words its error like the others.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from app import safeyaml
+from app.durations import parse_duration
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
@@ -241,17 +246,6 @@ class AlertsConfig(_Strict):
     give_up_after: float = Field(86400.0, gt=0, description="drop undelivered rows this old")
     receivers: ReceiversConfig = Field(default_factory=ReceiversConfig)
 
-    @model_validator(mode="after")
-    def _rules_load(self) -> AlertsConfig:
-        from app.alerts.rules import RuleError, load_rule_file
-
-        if self.rules_file is not None:
-            try:
-                load_rule_file(self.rules_file)
-            except RuleError as exc:
-                raise ValueError(str(exc)) from None
-        return self
-
 
 class ImbalanceConfig(_Strict):
     """When a replica departs from its peers (``app.fleet.imbalance``)."""
@@ -320,11 +314,7 @@ class SloObjectConfig(_Strict):
     @field_validator("period", mode="before")
     @classmethod
     def _period(cls, v: object) -> object:
-        if isinstance(v, str):
-            from app.alerts.rules import parse_duration
-
-            return parse_duration(v)
-        return v
+        return parse_duration(v) if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _has_objective(self) -> SloObjectConfig:
@@ -416,14 +406,24 @@ def _format_error(err: ValidationError, source: str) -> str:
     return f"config error in {source}: {loc}: {first['msg']}{more}"
 
 
+def _source(path: str | Path | None) -> str:
+    return "environment" if path is None else str(path)
+
+
+def field_error(path: str | Path | None, loc: str, message: str) -> ConfigError:
+    """The error of a check run on loaded settings by the layer that knows the field's
+    meaning (the rule file: ``app.alerts.rules.check_rule_files``), worded as a check
+    run while loading would be: ``config error in FILE: alerts: Value error, …``."""
+    return ConfigError(f"config error in {_source(path)}: {loc}: Value error, {message}")
+
+
 def load_settings(
     path: str | Path | None = None, overrides: dict[str, Any] | None = None
 ) -> Settings:
     """Load settings from an optional YAML file, the environment and CLI overrides."""
     data: dict[str, Any] = {}
-    source = "environment"
+    source = _source(path)
     if path is not None:
-        source = str(path)
         try:
             raw = safeyaml.load(Path(path).read_text(encoding="utf-8"), str(path))
         except OSError as exc:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.exceptions import RequestValidationError
 
 from app import __version__
+from app.alerts.rules import check_rule_files
 from app.api.errors import document_message_details, validation_error
 from app.api.limits import DEFAULT_MAX_BODY, BodyLimit
 from app.api.routes import alerts, diagnoses, fleet, health, silences, slo, targets, windows
@@ -18,7 +19,12 @@ from app.ui.mount import mount_live
 
 
 def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
-    """Build the app; the service (store, scheduler, client) lives in the lifespan."""
+    """Build the app; the service (store, scheduler, client) lives in the lifespan.
+
+    A rule file that cannot be used raises :class:`~app.alerts.rules.RuleError` here,
+    before anything is built (``config`` cannot check it: it knows no rules).
+    """
+    check_rule_files(settings.alerts)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -1,4 +1,8 @@
-"""The running service: store, collector, scheduler and self-metrics, wired together.
+"""The running service: store, source, evaluation, alerting, scheduler and self-metrics.
+
+The source yields scrapes into the store (``app.sources``); the evaluation round reads
+them back (``app.evaluate``); the alert engine judges the round's instances
+(``app.alerts``); the read side serves them (``app.read``).
 
 Built by :func:`app.main.create_app` inside the FastAPI lifespan (never at import), so
 tests and the CLI can build as many independent services as they like.
@@ -15,20 +19,19 @@ from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import httpx
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from app.alerts.outbox import ReceiverHealth
 from app.alerts.runtime import Alerting
-from app.collector import Collector
+from app.alerts.state import Evaluation
 from app.config import Settings
-from app.diagnose import Diagnosis, diagnose
-from app.evaluate.settings import diagnosis_config as diagnosis_config  # app/cli/ imports it
+from app.diagnose import Diagnosis
+from app.evaluate.round import Evaluator
+from app.evaluate.settings import diagnosis_config
 from app.fleet.slo import attainment
 from app.fleet.tracker import SloStatus
 from app.model import Window
-from app.pacing import BACKGROUND_SHARE, Pacer
-from app.queries import WindowCache
+from app.read.windows import WindowCache
 from app.scrape.client import ClientPool
 from app.selfmetrics import (
     SelfMetrics,
@@ -41,9 +44,11 @@ from app.selfmetrics import (
     update_slo_metrics,
     update_stream_metrics,
 )
+from app.sources.base import Source
+from app.sources.follow import PrometheusFollower
+from app.sources.live import ScrapeSource
 from app.store.health import error_kind
 from app.store.sqlite import Store
-from app.windows.aggregate import window
 
 log = logging.getLogger(__name__)
 
@@ -85,31 +90,28 @@ class Service:
         # Every alert round windows every stream's last minute: keep that in memory.
         recent = settings.window.length + 3.0 * settings.scrape.interval
         self.store = Store(settings.storage.path, recent_s=recent)
-        self.client = httpx.AsyncClient(
-            follow_redirects=False,
-            limits=httpx.Limits(max_connections=settings.scrape.concurrency),
-            headers={"User-Agent": "phasewatch"},
-        )
-        self.collector: Collector
+        self.source: Source
         self.scrape_clients: ClientPool | None = None
         if settings.source.kind == "prometheus":
-            from app.sources.collector import PrometheusCollector
-
-            self.collector = PrometheusCollector(settings, self.store, self.client)
+            self.source = PrometheusFollower(settings, self.store)
         else:
             self.scrape_clients = ClientPool(
                 follow_redirects=False,
                 headers={"User-Agent": "phasewatch"},
             )
-            self.collector = Collector(settings, self.store, self.scrape_clients)
+            self.source = ScrapeSource(settings, self.store, self.scrape_clients)
         self.metrics: SelfMetrics = build_self_metrics()
         self.diagnosis_config = diagnosis_config(settings)
-        self.alerting = Alerting(
+        # Live: SLO burn rates are refreshed beside the alert rounds, not inside them.
+        self.evaluator = Evaluator.from_settings(
             settings,
             self.store,
-            getattr(self.collector, "states", None),
-            self.metrics.registry,
-            config=self.diagnosis_config,
+            self.diagnosis_config,
+            targets=self.source.targets,
+            background_slo=True,
+        )
+        self.alerting = Alerting(
+            settings, self.store, self.metrics.registry, evaluate=self.evaluate_alerts
         )
         self.stream_metrics: StreamMetrics = build_stream_metrics(self.metrics.registry)
         self.slo_metrics = build_slo_metrics(self.metrics.registry)
@@ -136,7 +138,7 @@ class Service:
                 self.metrics.rounds_missed.inc(missed)
                 log.warning("scrape: %d round(s) missed (a round overran or stalled)", missed)
         try:
-            outcomes = await self.collector.scrape_round()
+            outcomes = await self.source.read_round(time.time())
         except asyncio.CancelledError:
             # The service is stopping: the round's pages are not stored (the next start
             # takes its deltas from the last stored snapshot), which is no error.
@@ -155,6 +157,14 @@ class Service:
                     self.metrics.scrape_lag.observe(max(0.0, o.started - slot))
         self.metrics.round_duration.observe(time.perf_counter() - t0)
 
+    def evaluate_alerts(self, now: float) -> Evaluation:
+        """One alert round at ``now`` (blocking): the evaluation round's instances judged
+        by the rules and saved with the notifications they plan, then its diagnoses."""
+        done = self.evaluator.run(now)
+        evaluation = self.alerting.engine.evaluate_once(done.instances, now)
+        self.evaluator.save(done)
+        return evaluation
+
     def _alert_round_fresh(self, now: float) -> bool:
         """The alert engine evaluated every stream within its last interval or two."""
         last = self.alerting.engine.last_evaluation
@@ -164,47 +174,20 @@ class Service:
     def evaluate_streams(self, now: float) -> list[StreamReading]:
         """The latest window of every stored stream, diagnosed (blocking: store reads).
 
-        The alert engine's last round already windowed and diagnosed every live stream:
-        while it is fresh, its readings are taken instead of doing the work again.
+        The last alert round already windowed and diagnosed every live stream: while it
+        is fresh, its readings are taken instead of doing the work again.
         """
         if self._alert_round_fresh(now):
-            return [_reading(w, d) for w, d in self.alerting.engine.latest_streams]
-        length = self.settings.window.length
-        end = now - (self.settings.source.lag if self.settings.source.kind == "prometheus" else 0)
-        readings = []
-        pace = Pacer(BACKGROUND_SHARE)
-        for target, model in self.store.streams():
-            pace()
-            deltas = self.store.intervals(target, model, end - length, end)
-            if not deltas:
-                continue
-            w = window(deltas, start=end - length, end=end, target=target, model_name=model)
-            scrapes = self.store.scrapes(target, end - length, end)
-            failed = sum(1 for r in scrapes if not r.ok)
-            d = diagnose(
-                w, self.diagnosis_config, failed_scrapes=failed, attempted_scrapes=len(scrapes)
-            )
-            readings.append(_reading(w, d))
-        return readings
+            return [_reading(w, d) for w, d in self.evaluator.latest_streams]
+        return [_reading(w, d) for w, d in self.evaluator.stream_windows(now)]
 
     def evaluate_slos(self, now: float) -> list[SloStatus]:
         """Every SLO on every fleet at ``now`` (blocking: store reads; counts are cached in
-        the alert engine's tracker, which this shares)."""
-        lag = self.settings.source.lag if self.settings.source.kind == "prometheus" else 0.0
-        end = now - lag
-        tracker = self.alerting.engine.slos.tracker
-        fresh_for = (
-            self.settings.alerts.slo_evaluation_interval + self.settings.alerts.evaluation_interval
-        )
-        if self._alert_round_fresh(now) and tracker.last and end - tracker.last[0].end <= fresh_for:
-            return tracker.last
-        labels_of = {t.name: dict(t.labels) for t in self.settings.targets}
-        return tracker.evaluate(
-            end,
-            self.store.streams(),
-            labels_of,
-            closed_until=end - 2.0 * self.settings.scrape.interval,
-        )
+        the evaluator's tracker, which the alert rounds share)."""
+        alerts = self.settings.alerts
+        fresh_for = alerts.slo_evaluation_interval + alerts.evaluation_interval
+        reuse = fresh_for if self._alert_round_fresh(now) else None
+        return self.evaluator.slo_statuses(now, reuse_within=reuse)
 
     def alerts_firing(self) -> dict[tuple[str, str], int]:
         """Firing alerts per (target, model_name), from the alert engine's last round."""
@@ -281,7 +264,8 @@ class Service:
         down: dict[str, int] = {}
         problems: dict[str, int] = {}  # what up targets' last scrapes left out
         up = 0
-        for state in self.collector.states.values():
+        targets = self.source.targets()
+        for state in targets.values():
             rec = state.last_record
             if rec is not None and rec.ok:
                 up += 1
@@ -297,7 +281,7 @@ class Service:
             "outbox": {"backlog": backlog, "oldest_undelivered_age_s": oldest_age},
             "receivers": receivers,
             "targets": {
-                "total": len(self.collector.states),
+                "total": len(targets),
                 "up": up,
                 "down": down,
                 "problems": problems,
@@ -346,12 +330,9 @@ class Service:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
         await self.alerting.drain(self.settings.alerts.send_timeout)
-        await self.client.aclose()
         if self.scrape_clients is not None:
             await self.scrape_clients.aclose()
-        aclose = getattr(self.collector, "aclose", None)
-        if aclose is not None:
-            await aclose()
+        await self.source.aclose()
         await self.alerting.aclose()
         self.store.close()
 

@@ -7,7 +7,7 @@ and the diagnosis itself.
   and a real HTTP client. ``first``: the first request, which decodes and windows the
   whole day; then ``--runs`` requests of the same day, p50 and p95 — what a dashboard
   refreshing that view gets: windows that can no longer change are kept encoded
-  (``app.queries.WindowCache``) and only the newest are computed.
+  (``app.read.windows.WindowCache``) and only the newest are computed.
 * ``overview_1000_*``: the overview's cards (``UiData.cards``: latest window, diagnosis
   and figures of every stream, worst first) for 1,000 targets with 10 minutes of data
   each, cold (first call) and warm (p95 of the later calls), and ``GET /api/v1/targets``.
@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ui import DAY, TARGET, Server, build_day  # noqa: E402
 
-from app.alerts.replay import read_scrapes  # noqa: E402
 from app.config import load_settings  # noqa: E402
 from app.diagnose import diagnose  # noqa: E402
 from app.evaluate.settings import diagnosis_config  # noqa: E402
 from app.main import create_app  # noqa: E402
 from app.sim.record import record  # noqa: E402
+from app.sources.recording import read_scrapes  # noqa: E402
 from app.store.sqlite import ScrapeRecord, Store  # noqa: E402
 from app.ui.data import UiData  # noqa: E402
 from app.ui.source import StoreSource, TargetInfo  # noqa: E402

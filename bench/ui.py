@@ -35,11 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import uvicorn  # noqa: E402
 
-from app.alerts.replay import read_scrapes  # noqa: E402
 from app.config import load_settings  # noqa: E402
 from app.evaluate.settings import diagnosis_config  # noqa: E402
 from app.main import create_app  # noqa: E402
 from app.sim.record import record  # noqa: E402
+from app.sources.recording import read_scrapes  # noqa: E402
 from app.store.sqlite import ScrapeRecord, Store  # noqa: E402
 from app.ui.data import UiData  # noqa: E402
 from app.ui.source import StoreSource  # noqa: E402

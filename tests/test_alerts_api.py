@@ -96,7 +96,7 @@ def target_down(c: ApiClient, now: float) -> None:
     svc = service(c)
     rec = ScrapeRecord("a", now - 1, False, "refused", "connection refused", 0.001, 0, 0)
     svc.store.write_round([rec], [], [])
-    svc.alerting.engine.evaluate_once(now)
+    svc.evaluate_alerts(now)
 
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -222,7 +222,7 @@ def test_stream_rules_and_stored_diagnoses_from_live_scrapes(tmp_path: Path) -> 
             for _ in range(3):
                 c.loop.run_until_complete(svc.scrape_job())
                 time.sleep(0.05)
-            svc.alerting.engine.evaluate_once(time.time())
+            svc.evaluate_alerts(time.time())
             (alert,) = c.get("/api/v1/alerts").json()
             assert alert["labels"]["model_name"] == "llama"
             assert alert["labels"]["target"] == "live"
@@ -231,7 +231,7 @@ def test_stream_rules_and_stored_diagnoses_from_live_scrapes(tmp_path: Path) -> 
             (d,) = c.get("/api/v1/diagnoses", params={"target": "live"}).json()
             assert (d["model_name"], d["class"]) == ("llama", "insufficient_data")
             # A second evaluation a moment later with the same verdict is not stored again.
-            svc.alerting.engine.evaluate_once(time.time())
+            svc.evaluate_alerts(time.time())
             assert len(c.get("/api/v1/diagnoses", params={"target": "live"}).json()) == 1
     finally:
         vllm.close()

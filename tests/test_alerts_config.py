@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from app.alerts.rules import RuleError
+from app.cli.config import load_config
 from app.config import ConfigError, load_settings
+from app.main import create_app
 
 
 def test_defaults_ship_the_pack_with_resend_below_alertmanagers_resolve_timeout() -> None:
@@ -30,10 +34,20 @@ def test_a_bad_rule_file_is_a_config_error_naming_rule_and_position(tmp_path: Pa
     rules.write_text("rules:\n  - alert: X\n    expr: kv_mx > 1\n")
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"alerts:\n  rules_file: {rules}\n")
+    load_settings(cfg)  # config knows no rules: the CLI and the service check the file
     with pytest.raises(ConfigError) as info:
-        load_settings(cfg)
+        load_config(cfg)
     msg = str(info.value)
-    assert "alerts" in msg and f"{rules}:3:11: rule 'X'" in msg and "kv_mx" in msg
+    assert msg.startswith(f"config error in {cfg}: alerts: ")
+    assert f"{rules}:3:11: rule 'X'" in msg and "kv_mx" in msg
+
+
+def test_the_service_refuses_a_bad_rule_file_before_building_anything(tmp_path: Path) -> None:
+    rules = tmp_path / "r.yaml"
+    rules.write_text("rules:\n  - alert: X\n    expr: kv_mx > 1\n")
+    settings = load_settings(None, {"alerts": {"rules_file": str(rules)}})
+    with pytest.raises(RuleError, match=rf"^{re.escape(str(rules))}:3:11: rule 'X'"):
+        create_app(settings, start_jobs=False)
 
 
 def test_receivers_must_be_http_urls() -> None:

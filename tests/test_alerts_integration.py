@@ -21,7 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.alerts.notify import webhook_payload
+from app.alerts.receivers.webhook import webhook_payload
 from app.alerts.state import fingerprint
 from app.config import Settings, load_settings
 from app.service import Service
@@ -142,7 +142,7 @@ def test_real_alertmanager_receives_shows_and_resolves_the_alert(
 
     async def round_trip() -> None:
         await service.scrape_job()
-        await asyncio.to_thread(service.alerting.engine.evaluate_once, time.time())
+        await asyncio.to_thread(service.evaluate_alerts, time.time())
         assert await service.alerting.sender.run_once() == 1
 
     async def flow() -> tuple[list[Any], list[Any]]:

@@ -11,17 +11,12 @@ from typing import Any
 import httpx
 import pytest
 
-from app.alerts.notify import (
-    DeliveryError,
-    DeliveryErrorKind,
-    Receiver,
-    alertmanager_alert,
-    post_json,
-    receivers_from_config,
-    slack_message,
-    webhook_payload,
-)
 from app.alerts.outbox import NewRow, Outbox, Sender, backoff
+from app.alerts.receivers import KINDS, Notifier, receivers_from_config
+from app.alerts.receivers.alertmanager import Alertmanager, alertmanager_alert
+from app.alerts.receivers.http import DeliveryError, DeliveryErrorKind, post_json
+from app.alerts.receivers.slack import Slack, slack_message
+from app.alerts.receivers.webhook import Webhook, webhook_payload
 from app.alerts.state import Alert, AlertState
 from app.config import ReceiversConfig
 from app.store.sqlite import Store
@@ -102,6 +97,44 @@ def test_receiver_ids_hide_the_url() -> None:
     )
     assert "SECRET" not in slack.id and "SECRET" not in repr(slack)
     assert slack.id.startswith("slack-")
+
+
+def test_every_receivers_section_has_a_kind_and_each_url_one_receiver() -> None:
+    assert list(KINDS) == list(ReceiversConfig.model_fields)
+    cfg = ReceiversConfig(
+        alertmanager=["http://am:9093", "http://am:9093"],
+        webhook=["http://hook/"],
+        slack=["https://hooks.slack.com/x"],
+    )
+    assert [type(r) for r in receivers_from_config(cfg)] == [Alertmanager, Webhook, Slack]
+
+
+def test_each_kind_posts_its_own_body_to_its_own_url() -> None:
+    posted: list[tuple[str, Any]] = []
+
+    def record(req: httpx.Request) -> httpx.Response:
+        posted.append((str(req.url), json.loads(req.content)))
+        return httpx.Response(200)
+
+    receivers: list[Notifier] = [
+        Alertmanager("http://am:9093/"),
+        Webhook("http://hook/x"),
+        Slack("https://hooks.slack.com/x"),
+    ]
+
+    async def go() -> None:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(record)) as c:
+            for r in receivers:
+                body = r.batch([r.payload(ALERT, "firing", external_url="http://ui")] * 2)
+                assert await r.send(c, body, timeout=1.0) == (False, None)
+
+    asyncio.run(go())
+    assert posted == [
+        ("http://am:9093/api/v2/alerts", [alertmanager_alert(ALERT, "firing")] * 2),
+        ("http://hook/x", webhook_payload(ALERT, "firing", external_url="http://ui")),
+        ("https://hooks.slack.com/x", slack_message(ALERT, "firing")),
+    ]
+    assert [r.batches for r in receivers] == [True, False, False]
 
 
 def _handler(status: Callable[[httpx.Request], int]) -> httpx.MockTransport:
@@ -188,12 +221,12 @@ class Recorder:
         return httpx.Response(self.status)
 
 
-WEBHOOK = Receiver("webhook-1", "webhook", "http://hook/")
-AM = Receiver("alertmanager-1", "alertmanager", "http://am:9093")
+WEBHOOK = Webhook("http://hook/", id="webhook-1")
+AM = Alertmanager("http://am:9093", id="alertmanager-1")
 
 
 def make(
-    store: Store, rec: Recorder, clock: Clock, receivers: list[Receiver]
+    store: Store, rec: Recorder, clock: Clock, receivers: list[Notifier]
 ) -> tuple[Outbox, Sender, httpx.AsyncClient]:
     client = httpx.AsyncClient(transport=httpx.MockTransport(rec))
     outbox = Outbox(store)

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from app.alerts.replay import read_scrapes, replay_alerts, replay_recording
 from app.alerts.rules import default_rules, load_rules
+from app.evaluate.replay import replay_alerts, replay_recording
 from app.sim.record import record
+from app.sources.recording import read_scrapes
 
 START = 1764403200.0
 

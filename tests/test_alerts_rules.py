@@ -15,8 +15,8 @@ from app.alerts.rules import (
     load_rules,
     parse_duration,
 )
-from app.queries import window_to_dict
 from app.windows.aggregate import window
+from app.windows.flat import window_to_dict
 
 
 def test_default_pack_has_every_promised_rule() -> None:

@@ -19,10 +19,10 @@ from app.config import load_settings
 from app.diagnose import DiagnosisConfig
 from app.fleet.aggregate import FleetKey
 from app.fleet.imbalance import ImbalanceThresholds
-from app.fleet.queries import fleet_views
 from app.main import create_app
 from app.model import HistogramDelta, IntervalDelta
-from app.queries import LATEST_TIME, MAX_WINDOWS, Cancelled, QueryError, check_windows
+from app.read.fleet import fleet_views
+from app.read.windows import LATEST_TIME, MAX_WINDOWS, Cancelled, QueryError, check_windows
 from app.ui import timerange
 from app.ui.data import resolution
 from tests.test_alerts_api import ApiClient, serving

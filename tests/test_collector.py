@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx
 
-from app.collector import Collector
 from app.config import load_settings
+from app.sources.live import ScrapeSource
 from app.store.sqlite import Store
 from tests.pages import ITL_BOUNDS, page
 
@@ -35,7 +35,7 @@ class Pages:
         return httpx.Response(200, content=item if isinstance(item, bytes) else item.encode())
 
 
-def make(tmp_path: Path, pages: Pages, *, db: str = "pw.db") -> Collector:
+def make(tmp_path: Path, pages: Pages, *, db: str = "pw.db") -> ScrapeSource:
     settings = load_settings(
         None,
         {
@@ -45,13 +45,13 @@ def make(tmp_path: Path, pages: Pages, *, db: str = "pw.db") -> Collector:
         },
     )
     client = httpx.AsyncClient(transport=httpx.MockTransport(pages))
-    return Collector(settings, Store(settings.storage.path), client)
+    return ScrapeSource(settings, Store(settings.storage.path), client)
 
 
-def rounds(col: Collector, times: list[float]) -> None:
+def rounds(col: ScrapeSource, times: list[float]) -> None:
     async def go() -> None:
         for t in times:
-            await col.scrape_round(now=t)
+            await col.read_round(t)
         await col.client.aclose()
 
     asyncio.run(go())
@@ -145,7 +145,7 @@ def test_page_with_too_many_series_is_capped_and_reported(tmp_path: Path) -> Non
         },
     )
     pages = Pages({"a": [many], "b": [page(1)]})
-    col = Collector(
+    col = ScrapeSource(
         settings,
         Store(settings.storage.path),
         httpx.AsyncClient(transport=httpx.MockTransport(pages)),

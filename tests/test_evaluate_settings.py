@@ -7,9 +7,9 @@ from __future__ import annotations
 import dataclasses
 
 from app.alerts.fields import ScrapeStatus
-from app.alerts.inputs import evaluate_stream, target_input
 from app.config import SloConfig, SloValues, load_settings
 from app.diagnose import DEFAULT_CONFIG, Hardware, Slo
+from app.evaluate.instances import evaluate_stream, target_input
 from app.evaluate.settings import diagnosis_config, with_slo
 from app.windows.aggregate import window
 

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 import pytest
 
-from app.alerts.notify import receivers_from_config
 from app.alerts.outbox import NewRow, Outbox, Sender
+from app.alerts.receivers import receivers_from_config
 from app.config import ReceiversConfig, load_settings
 from app.main import create_app
 from app.store.sqlite import Store

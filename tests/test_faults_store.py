@@ -24,9 +24,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.collector import Collector
 from app.config import load_settings
 from app.model import HistogramDelta, IntervalDelta
+from app.sources.live import ScrapeSource
 from app.store.health import StoreErrorKind, error_kind
 from app.store.sqlite import ScrapeRecord, Store
 from tests.faults import FaultServer
@@ -151,7 +151,7 @@ def fill_up(store: Store, target: str, after: float) -> None:
             store.write_round([rec], [], [])
 
 
-def make_collector(tmp_path: Path, url: str) -> Collector:
+def make_collector(tmp_path: Path, url: str) -> ScrapeSource:
     settings = load_settings(
         None,
         {
@@ -160,7 +160,7 @@ def make_collector(tmp_path: Path, url: str) -> Collector:
             "scrape": {"timeout": 2.0},
         },
     )
-    return Collector(settings, Store(settings.storage.path), httpx.AsyncClient())
+    return ScrapeSource(settings, Store(settings.storage.path), httpx.AsyncClient())
 
 
 def ttft_count(store: Store) -> float:
@@ -175,19 +175,19 @@ def test_rounds_that_cannot_be_written_are_not_lost(tmp_path: Path, fault: objec
         col = make_collector(tmp_path, srv.url("/metrics"))
 
         async def go() -> None:
-            await col.scrape_round(now=100.0)  # page 1: the baseline
-            await col.scrape_round(now=105.0)  # page 2: stored
+            await col.read_round(100.0)  # page 1: the baseline
+            await col.read_round(105.0)  # page 2: stored
             fault(col.store, True)  # type: ignore[operator]
             if fault is full:
                 fill_up(col.store, "a", 105.0)
             for t in (110.0, 115.0, 120.0):  # pages 3-5: the writes fail, no exception
-                await col.scrape_round(now=t)
+                await col.read_round(t)
             assert col.store.health().error_kind == ("read_only" if fault is read_only else "full")
             assert col.states["a"].last_record is not None and col.states["a"].last_record.ok
             fault(col.store, False)  # type: ignore[operator]
             with col.store.transaction() as conn:  # the filler rows, if any
                 conn.execute("DELETE FROM scrapes WHERE target = 'a' AND ts > 105 AND ts < 106")
-            await col.scrape_round(now=125.0)  # page 6: covers the gap
+            await col.read_round(125.0)  # page 6: covers the gap
             await col.client.aclose()
 
         asyncio.run(go())

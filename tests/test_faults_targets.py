@@ -13,9 +13,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.collector import Collector
 from app.config import load_settings
 from app.main import create_app
+from app.sources.live import ScrapeSource
 from app.store.sqlite import Store
 from app.windows.aggregate import window
 from tests.faults import FaultServer, gzip_bomb
@@ -25,7 +25,7 @@ from tests.test_faults_store import assert_ui_serves
 TIMEOUT = 0.5
 
 
-def collector(tmp_path: Path, urls: dict[str, str]) -> Collector:
+def collector(tmp_path: Path, urls: dict[str, str]) -> ScrapeSource:
     settings = load_settings(
         None,
         {
@@ -34,17 +34,17 @@ def collector(tmp_path: Path, urls: dict[str, str]) -> Collector:
             "scrape": {"timeout": TIMEOUT},
         },
     )
-    return Collector(settings, Store(settings.storage.path), httpx.AsyncClient())
+    return ScrapeSource(settings, Store(settings.storage.path), httpx.AsyncClient())
 
 
-def run(col: Collector, steps: list[tuple[float, Callable[[], None] | None]]) -> None:
+def run(col: ScrapeSource, steps: list[tuple[float, Callable[[], None] | None]]) -> None:
     """Scrape at each time, after running that step's action (switching a fault)."""
 
     async def go() -> None:
         for t, action in steps:
             if action is not None:
                 action()
-            await col.scrape_round(now=t)
+            await col.read_round(t)
         await col.client.aclose()
 
     asyncio.run(go())
@@ -62,7 +62,7 @@ def _bomb() -> None:
     gzip_bomb()  # build it once, outside any scrape timeout
 
 
-def error_kinds(col: Collector, target: str) -> tuple[list[str | None], Callable[[], None]]:
+def error_kinds(col: ScrapeSource, target: str) -> tuple[list[str | None], Callable[[], None]]:
     """A list, and a step that appends the target's last error kind (None: ok) to it."""
     kinds: list[str | None] = []
 

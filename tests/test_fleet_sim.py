@@ -3,7 +3,7 @@
 Three ``healthy`` replicas served by the simulator's own HTTP server (``Fleet`` with
 ``replica_scenarios``: replica 2 gets three times the traffic, as ``phasewatch sim
 --replicas 3 --replica-set 2:workload.rate_multiplier=3`` does), scraped by the service's
-``Collector`` every 5 s of a stepped clock into a SQLite store, then read back through the
+``ScrapeSource`` every 5 s of a stepped clock into a SQLite store, then read back through the
 real API and the service's ``/metrics`` gauges. The expected numbers come from elsewhere:
 the fleet p99 from the raw pages parsed by prometheus_client (summed by ``le``, then
 ``histogram_quantile``), the attainment from the simulator's per-request truth.
@@ -31,13 +31,13 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from app.cli.sim import replica_overrides_from
-from app.collector import Collector
 from app.config import Settings, load_settings
 from app.main import create_app
 from app.service import Service
 from app.sim.errors import SimConfigError
 from app.sim.scenario import load
 from app.sim.server import Fleet, SimHTTPServer
+from app.sources.live import ScrapeSource
 from app.store.sqlite import Store
 from app.windows.quantile import histogram_quantile
 from tests.test_e2e import ServiceThread
@@ -85,11 +85,11 @@ async def _scrape(settings: Settings, clock: SteppedClock, keep: set[float]) -> 
     pages: dict[float, list[str]] = {}
     base = settings.targets[0].url.rsplit("/replica/", 1)[0]
     async with httpx.AsyncClient() as client:
-        collector = Collector(settings, store, client)
+        collector = ScrapeSource(settings, store, client)
         start = clock.t
         for k in range(ROUNDS + 1):
             clock.t = start + 5.0 * k
-            outcomes = await collector.scrape_round(now=clock.t)
+            outcomes = await collector.read_round(clock.t)
             assert all(o.record.ok for o in outcomes), [o.record for o in outcomes]
             if clock.t in keep:  # the same sim time renders the same page again
                 got = [await client.get(f"{base}/replica/{i}/metrics") for i in range(REPLICAS)]

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from app.collector import TargetState, process
-from app.config import SourceConfig, TargetConfig
+from app.config import SourceConfig
 from app.diagnose import diagnose
 from app.model import IntervalDelta, Snapshot
 from app.scrape.client import fetch
+from app.sources.process import PageFeed
 from app.sources.prometheus import History, PrometheusSource
 from app.windows.aggregate import window, windows
 from tests.test_prom_support import Lockstep, prometheus
@@ -74,13 +74,13 @@ async def _read_all(url: str, lock: Lockstep, host: str) -> Run:
     finally:
         await src.aclose()
     # phasewatch scrapes the simulator itself: page k, stamped with Prometheus' s_k.
-    state = TargetState(TargetConfig(name=host, url=f"http://{host}/page/0"))
+    feed = PageFeed(host, f"http://{host}/page/0")
     direct: list[IntervalDelta] = []
     snaps: list[Snapshot] = []
     async with httpx.AsyncClient() as client:
         for k, ts in enumerate(times):
             result = await fetch(client, f"http://{host}/page/{k}", timeout=5, max_bytes=10**8)
-            outcome = process(state, result, ts)
+            outcome = feed(ts, result)
             assert outcome.snapshot is not None, outcome.record
             snaps.append(outcome.snapshot)
             direct.extend(outcome.deltas)

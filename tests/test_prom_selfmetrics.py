@@ -8,13 +8,13 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 
-from app.collector import TargetState, process
-from app.config import TargetConfig, load_settings
+from app.config import load_settings
 from app.evaluate.settings import diagnosis_config
 from app.scrape.client import read_file
 from app.selfmetrics import StreamReading, build_stream_metrics, update_stream_metrics
 from app.service import Service
 from app.sim.record import record
+from app.sources.process import PageFeed
 from app.store.sqlite import ScrapeRecord
 
 
@@ -55,10 +55,10 @@ def test_service_exports_the_diagnosis_of_each_stored_stream(tmp_path: Path) -> 
         },
     )
     service = Service(settings)
-    state = TargetState(TargetConfig(name="sim", url="http://x"))
+    feed = PageFeed("sim", "http://x")
     for page in sorted(rec.glob("*.prom")):
         ts = float(page.name[: -len(".prom")])
-        o = process(state, read_file(page, max_bytes=10**8), ts)
+        o = feed(ts, read_file(page, max_bytes=10**8))
         assert o.snapshot is not None
         snaps = [("sim", ts, s) for s in o.snapshot.streams.values()]
         service.store.write_round([o.record], o.deltas, snaps)

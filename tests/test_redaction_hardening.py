@@ -23,7 +23,9 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from app.alerts.notify import alertmanager_alert, slack_message, webhook_payload
+from app.alerts.receivers.alertmanager import alertmanager_alert
+from app.alerts.receivers.slack import slack_message
+from app.alerts.receivers.webhook import webhook_payload
 from app.alerts.state import Alert, AlertState
 from app.config import Settings, load_settings
 from app.logs import UVICORN_LOGGERS, collect_secrets, setup_logging
@@ -119,8 +121,8 @@ def test_target_url_password_is_hidden_in_the_targets_api_and_the_alerts(
     app = create_app(settings, start_jobs=False)
     with lifespan(app) as (http, loop):
         svc: Service = app.state.service
-        loop.run_until_complete(svc.collector.scrape_round())  # refused: the target is down
-        svc.alerting.engine.evaluate_once(time.time())
+        loop.run_until_complete(svc.source.read_round(time.time()))  # refused: the target is down
+        svc.evaluate_alerts(time.time())
         targets = loop.run_until_complete(http.get("/api/v1/targets")).json()
         alerts = loop.run_until_complete(http.get("/api/v1/alerts")).text
         bodies = [r.payload for r in svc.alerting.outbox.undelivered()]
@@ -149,8 +151,8 @@ def test_prometheus_source_password_is_hidden_in_the_ui_header_and_failed_read_l
         svc: Service = app.state.service
         layout = loop.run_until_complete(http.get("/ui/_dash-layout")).text
         with caplog.at_level(logging.WARNING):
-            loop.run_until_complete(svc.collector.scrape_round())
-        last_error = str(getattr(svc.collector, "last_error", ""))
+            loop.run_until_complete(svc.source.read_round(time.time()))
+        last_error = str(getattr(svc.source, "last_error", ""))
     assert "user:***@127.0.0.1" in layout and PASSWORD not in layout
     logged = [r.getMessage() for r in caplog.records if "reading Prometheus" in r.getMessage()]
     assert logged and "user:***@" in logged[0]

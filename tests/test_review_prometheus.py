@@ -135,7 +135,7 @@ def test_service_on_a_prometheus_source_stores_and_diagnoses_the_same_history(
     import asyncio
 
     from app.config import load_settings
-    from app.queries import stream_windows
+    from app.read.windows import stream_windows
     from app.service import Service
 
     settings = load_settings(
@@ -152,9 +152,9 @@ def test_service_on_a_prometheus_source_stores_and_diagnoses_the_same_history(
     async def go() -> None:
         try:
             for now in (spike - 60 + lag, spike + lag):
-                outcomes = await service.collector.scrape_round(now=now)
+                outcomes = await service.source.read_round(now)
                 assert outcomes and all(o.record.ok for o in outcomes)
-            assert list(service.collector.states) == ["vllm-0:8000"]
+            assert list(service.source.targets()) == ["vllm-0:8000"]
             ((target, model),) = service.store.streams()
             ws = stream_windows(
                 service.store, target, model, start=spike - 30, end=spike, length=60, step=15

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from app.diagnose.records import Diagnosis, DiagnosisClass, Evidence, Hint, SubCause
-from app.review.render import to_json, to_markdown
-from app.review.report import AlertEvent, build_review, classes_seen, spikes, timeline
-from app.review.run import default_resolution, parse_time
+from app.read.review.render import to_json, to_markdown
+from app.read.review.report import AlertEvent, build_review, classes_seen, spikes, timeline
+from app.read.review.run import default_resolution, parse_time
 
 C = DiagnosisClass
 

@@ -113,7 +113,10 @@ def test_conditions_nest_up_to_the_limit_and_no_deeper() -> None:
 
 @pytest.mark.parametrize(
     ("url", "why"),
-    [("http://h:99999/metrics", "Port out of range"), ("http://h:[::1/metrics", "not a usable URL")],
+    [
+        ("http://h:99999/metrics", "Port out of range"),
+        ("http://h:[::1/metrics", "not a usable URL"),
+    ],
 )
 def test_a_target_url_the_client_cannot_use_is_a_config_error(
     url: str, why: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -153,7 +153,7 @@ def test_stored_silences_that_cannot_apply_load_as_invalid_and_can_be_deleted(
     db.close()
     with make_client(tmp_path, api_token=TOKEN) as c:  # starts on that store
         record_down(c, "a", now)
-        service(c).alerting.engine.evaluate_once(now)
+        service(c).evaluate_alerts(now)
         (alert,) = c.get("/api/v1/alerts").json()
         assert alert["state"] == "firing" and alert["silencedBy"] is None
         listed = {s["id"]: s for s in c.get("/api/v1/silences").json()}

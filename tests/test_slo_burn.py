@@ -22,10 +22,10 @@ import random
 import pytest
 
 from app.alerts.fields import Instance
-from app.alerts.inputs import SloInputs
 from app.alerts.rules import default_rules
 from app.alerts.state import Alert, evaluate
 from app.diagnose import DEFAULT_CONFIG
+from app.evaluate.instances import SloInputs
 from app.fleet.count_cache import CountCache
 from app.fleet.deltas import MemorySource
 from app.fleet.slo import SloCounts, SloSpec, delta_counts

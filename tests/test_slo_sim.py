@@ -17,12 +17,13 @@ from typing import Any
 
 import pytest
 
-from app.alerts.replay import ReplayedScrapes, read_scrapes, replay_fleet
 from app.alerts.rules import default_rules
 from app.alerts.state import Transition
+from app.evaluate.replay import replay_fleet
 from app.fleet.slo import SloSpec, Tally, delta_counts, goodput
 from app.model import IntervalDelta
 from app.sim.record import record
+from app.sources.recording import ReplayedScrapes, read_scrapes
 
 START = 1764403200.0
 SPEC = SloSpec("default", target=0.99, ttft=2.0, itl=0.1)

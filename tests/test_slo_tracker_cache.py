@@ -59,8 +59,8 @@ def test_sliding_evaluations_equal_direct_counts(step: float) -> None:
 
 
 def test_slo_instances_are_reevaluated_every_refresh_interval() -> None:
-    from app.alerts.inputs import SloInputs
     from app.diagnose import DEFAULT_CONFIG
+    from app.evaluate.instances import SloInputs
 
     source = _source(5, 1800.0)
     inputs = SloInputs(source, [SPEC], DEFAULT_CONFIG, ui_base_url="http://ui", refresh_s=60.0)
@@ -166,8 +166,8 @@ def test_closed_minutes_are_counted_once_not_read_every_evaluation() -> None:
 
 
 def test_a_background_refresh_serves_the_last_evaluation_meanwhile() -> None:
-    from app.alerts.inputs import SloInputs
     from app.diagnose import DEFAULT_CONFIG
+    from app.evaluate.instances import SloInputs
 
     source = _source(5, 1800.0)
     inputs = SloInputs(

@@ -9,14 +9,15 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.alerts.replay import list_pages, read_scrapes, replay
-from app.collector import TargetState, process
-from app.config import TargetConfig, load_settings
+from app.config import load_settings
 from app.diagnose import DiagnosisConfig
+from app.evaluate.replay import replay
 from app.main import create_app
 from app.scrape.client import read_file
 from app.sim.record import record
+from app.sources.process import PageFeed
 from app.sources.prometheus import TargetHistory
+from app.sources.recording import list_pages, read_scrapes
 from app.ui.data import UiData, resolution
 from app.ui.source import Observed, StoreSource, grid_windows, load_history, load_recording
 from app.windows.aggregate import windows
@@ -92,9 +93,9 @@ def test_recording_source_diagnoses_like_the_replay_command(incident_rec: Path) 
 def test_a_prometheus_range_is_shown_like_the_same_recording(incident_rec: Path) -> None:
     # The history PrometheusSource.read returns: snapshots, deltas and failed scrapes.
     hist = TargetHistory("vllm:8000")
-    state = TargetState(TargetConfig(name="vllm:8000", url="http://x/metrics"))
+    feed = PageFeed("vllm:8000", "http://x/metrics")
     for ts, page in list_pages(incident_rec):
-        outcome = process(state, read_file(page, max_bytes=10_000_000), ts)
+        outcome = feed(ts, read_file(page, max_bytes=10_000_000))
         assert outcome.snapshot is not None
         hist.snapshots.append(outcome.snapshot)
         hist.deltas.extend(outcome.deltas)

@@ -9,7 +9,7 @@ import pytest
 from app.config import Settings
 from app.diagnose import DEFAULT_CONFIG
 from app.fleet.aggregate import FleetKey
-from app.fleet.queries import fleet_view
+from app.fleet.view import fleet_view
 from app.sim.record import record
 from app.store.sqlite import Store
 from app.ui.fleetdata import SLO_POINTS, FleetData, FleetOptions

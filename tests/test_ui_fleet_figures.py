@@ -9,7 +9,7 @@ import pytest
 from app.diagnose.records import Evidence, Hint
 from app.fleet.aggregate import FleetKey, fleet_window
 from app.fleet.imbalance import Imbalance, Outlier
-from app.fleet.queries import FleetView
+from app.fleet.view import FleetView
 from app.model import IntervalDelta, Window
 from app.ui import palette
 from app.ui.fleet_components import budget_text, imbalance_panel, replicas_table

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from app.model import HistogramDelta, IntervalDelta
-from app.queries import QueryError, WindowCache, encode_window, grid_runs, stream_windows
+from app.read.windows import QueryError, WindowCache, encode_window, grid_runs, stream_windows
 from app.store.sqlite import Store
 
 B = (0.1, 0.5, 1.0)

@@ -15,6 +15,8 @@ failing, the sender leaves it alone until the failed row's next attempt.
 Order: an event receiver (webhook, Slack) gets the rows of one alert in id order — a
 "resolved" never overtakes its "firing". An update receiver (Alertmanager) gets only
 the newest row of each alert, many alerts in one post; older rows are ``superseded``.
+The sender knows no kind: a receiver says which it is (``batches``), what is posted for
+rows sent together (``batch``) and how it is posted (``send``) — :mod:`app.alerts.receivers`.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 import httpx
 
-from app.alerts.notify import DeliveryError, DeliveryErrorKind, Receiver, batch_body, post_json
+from app.alerts.receivers import DeliveryError, DeliveryErrorKind, DeliveryResult, Notifier
 from app.store.sqlite import Store
 
 log = logging.getLogger(__name__)
@@ -169,7 +171,7 @@ class Sender:
     def __init__(
         self,
         outbox: Outbox,
-        receivers: Sequence[Receiver],
+        receivers: Sequence[Notifier],
         client: httpx.AsyncClient,
         *,
         timeout: float = 10.0,
@@ -177,7 +179,7 @@ class Sender:
         retry_max: float = 300.0,
         give_up_after: float = 86400.0,
         clock: Callable[[], float] = time.time,
-        on_result: Callable[[Receiver, str], None] | None = None,
+        on_result: Callable[[Notifier, str], None] | None = None,
     ) -> None:
         self.outbox = outbox
         self.receivers = {r.id: r for r in receivers}
@@ -223,8 +225,8 @@ class Sender:
         sent = await asyncio.gather(*jobs)
         return sum(sent)
 
-    async def _post(self, receiver: Receiver, body: Any) -> tuple[bool, DeliveryError | None]:
-        retry, error = await post_json(self.client, receiver.post_url, body, timeout=self.timeout)
+    async def _post(self, receiver: Notifier, body: Any) -> DeliveryResult:
+        retry, error = await receiver.send(self.client, body, timeout=self.timeout)
         now = self.clock()
         was = self.health.get(receiver.id, ReceiverHealth())
         if error is None:
@@ -240,11 +242,11 @@ class Sender:
             )
         if self.on_result is not None:
             self.on_result(receiver, "sent" if error is None else "retry" if retry else "rejected")
-        return retry, error
+        return DeliveryResult(retry, error)
 
     async def _failed(
         self,
-        receiver: Receiver,
+        receiver: Notifier,
         rows: Sequence[OutboxRow],
         now: float,
         retry: bool,
@@ -267,7 +269,7 @@ class Sender:
             log.error("outbox: %s rejected a notification (%s); not retried", receiver.id, error)
             await asyncio.to_thread(self.outbox.finish, ids, now, "rejected", error.message)
 
-    async def _send_events(self, receiver: Receiver, rows: Sequence[OutboxRow], now: float) -> int:
+    async def _send_events(self, receiver: Notifier, rows: Sequence[OutboxRow], now: float) -> int:
         sent = 0
         blocked: set[str] = set()  # alerts whose earlier row is still undelivered
         for row in rows:
@@ -287,7 +289,7 @@ class Sender:
         self.blocked_until.pop(receiver.id, None)
         return sent
 
-    async def _send_updates(self, receiver: Receiver, rows: Sequence[OutboxRow], now: float) -> int:
+    async def _send_updates(self, receiver: Notifier, rows: Sequence[OutboxRow], now: float) -> int:
         newest: dict[str, OutboxRow] = {}
         for row in rows:
             newest[row.fingerprint] = row
@@ -297,7 +299,7 @@ class Sender:
         chosen = {r.id for r in latest}
         fps = {r.fingerprint for r in latest}
         older = [r.id for r in rows if r.fingerprint in fps and r.id not in chosen]
-        body = batch_body(receiver, [json.loads(r.payload) for r in latest])
+        body = receiver.batch([json.loads(r.payload) for r in latest])
         retry, error = await self._post(receiver, body)
         if error is not None:
             await self._failed(receiver, latest, now, retry, error)

@@ -14,7 +14,8 @@ A file is a list of rules under ``rules:`` (or Prometheus' ``groups: [{name, rul
         annotations:
           summary: "TTFT p99 {{ value | seconds }} on {{ labels.model_name }}"
 
-Durations are seconds or Go-style ``90s``, ``2m``, ``1h30m``, ``500ms``. Every field
+Durations are seconds or Go-style ``90s``, ``2m``, ``1h30m``, ``500ms``
+(:func:`app.durations.parse_duration`). Every field
 name in ``expr``, ``value`` and the templates is checked against the fields rules can
 read (:mod:`app.alerts.fields`), so a misspelt ``kv_mx`` fails here with a suggestion
 instead of never firing. Errors read ``FILE:LINE:COLUMN: rule 'NAME': what``, on one
@@ -22,7 +23,8 @@ line — also for what is not valid YAML, a ``!!python/…`` tag (safe types onl
 nesting deeper than :data:`app.safeyaml.MAX_DEPTH` (YAML) or
 :data:`app.alerts.expr.MAX_DEPTH` (a condition): never a traceback.
 
-Pure apart from :func:`load_rule_file` and :func:`default_rules`, which read a file.
+Pure apart from :func:`load_rule_file`, :func:`check_rule_files` and
+:func:`default_rules`, which read a file.
 """
 
 from __future__ import annotations
@@ -39,12 +41,15 @@ import yaml
 from app.alerts import expr as ex
 from app.alerts.fields import LABEL_PREFIX, SLO_ONLY_FIELDS, field_type, known_names
 from app.alerts.template import Template, TemplateError, parse_template
+from app.config import AlertsConfig
+from app.durations import parse_duration
 from app.safeyaml import Loader, error_from
 
 __all__ = [
     "DEFAULT_RULES",
     "Rule",
     "RuleError",
+    "check_rule_files",
     "default_rules",
     "load_rule_file",
     "load_rules",
@@ -68,8 +73,6 @@ _RULE_KEYS = {
 }
 _ALERT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _LABEL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 
 
 class RuleError(ValueError):
@@ -97,28 +100,6 @@ class Rule:
     annotations: tuple[tuple[str, Template], ...]
     scope: str
     where: str
-
-
-def parse_duration(value: object) -> float:
-    """``90``, ``"90s"``, ``"2m"``, ``"1h30m"``, ``"500ms"`` → seconds; ValueError else."""
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError("a duration cannot be negative")
-        return float(value)
-    if not isinstance(value, str):
-        raise ValueError(f"not a duration: {value!r}")
-    text = value.strip()
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNITS[m.group(2)]
-        pos = m.end()
-    if pos != len(text) or not text:
-        raise ValueError(f"not a duration: {value!r} (write e.g. 30s, 2m, 1h30m)")
-    return total
 
 
 class _Where:
@@ -399,6 +380,17 @@ def load_rule_file(path: str | Path) -> list[Rule]:
     except OSError as exc:
         raise RuleError(f"{path}: cannot read rule file: {exc.strerror}") from None
     return load_rules(text, str(path))
+
+
+def check_rule_files(cfg: AlertsConfig) -> None:
+    """Refuse the configured rule file before anything starts: :class:`RuleError`, one
+    ``FILE:LINE:COLUMN`` line, if ``alerts.rules_file`` cannot be read or used.
+
+    Run where the CLI and the service start (``app.config`` knows no rules); whether
+    ``alerts`` is enabled or not, as a bad file in a configuration is an error either way.
+    """
+    if cfg.rules_file is not None:
+        load_rule_file(cfg.rules_file)
 
 
 def default_rules() -> list[Rule]:

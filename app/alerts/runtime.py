@@ -3,7 +3,9 @@
 Built by :class:`app.service.Service`; :meth:`Alerting.schedule` adds two APScheduler
 jobs — ``alerts`` (every ``alerts.evaluation_interval``, first run shortly after the
 first scrape) and ``outbox`` (every ``alerts.send_interval``, first run at once, which is
-what delivers notifications left undelivered by a crash or a kill).
+what delivers notifications left undelivered by a crash or a kill). An ``alerts`` round
+is the ``evaluate`` it is given (the service's: the evaluation round's instances judged
+by :class:`~app.alerts.engine.AlertEngine`), run off the event loop.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import asyncio
 import logging
 import sqlite3
 import time
-from collections.abc import Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,12 +22,10 @@ import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from app.alerts.engine import AlertEngine
-from app.alerts.notify import Receiver
 from app.alerts.outbox import Outbox, Sender
-from app.alerts.state import AlertState
-from app.collector import TargetState
+from app.alerts.receivers import Notifier
+from app.alerts.state import AlertState, Evaluation
 from app.config import Settings
-from app.diagnose import DiagnosisConfig
 from app.store.health import error_kind
 from app.store.sqlite import Store
 
@@ -44,15 +44,15 @@ class Alerting:
         self,
         settings: Settings,
         store: Store,
-        states: Mapping[str, TargetState] | None = None,
         registry: CollectorRegistry | None = None,
         *,
-        config: DiagnosisConfig,
+        evaluate: Callable[[float], Evaluation],
     ) -> None:
         cfg = settings.alerts
         self.settings = settings
-        # Live: SLO burn rates are refreshed beside the alert rounds, not inside them.
-        self.engine = AlertEngine(settings, store, states, config=config, background_slo=True)
+        self.engine = AlertEngine(cfg, store, ui_base_url=settings.ui_base_url)
+        # One alert round at a time (blocking: store reads and one transaction).
+        self.evaluate = evaluate
         self.outbox = Outbox(store)
         # Rounds finished (saved or not): liveness of the two jobs, shown by /healthz.
         self.evaluations = 0
@@ -81,7 +81,7 @@ class Alerting:
             on_result=self._count,
         )
 
-    def _count(self, receiver: Receiver, outcome: str) -> None:
+    def _count(self, receiver: Notifier, outcome: str) -> None:
         if self._sent is not None:
             self._sent.labels(receiver.kind, outcome).inc()
 
@@ -94,7 +94,7 @@ class Alerting:
 
     async def _evaluate(self) -> None:
         try:
-            await asyncio.to_thread(self.engine.evaluate_once, time.time())
+            await asyncio.to_thread(self.evaluate, time.time())
         except asyncio.CancelledError:
             # Stopping: the round saves in one transaction, so it either saved or not.
             log.info("alert evaluation interrupted by shutdown")

@@ -8,7 +8,7 @@ Templates are parsed when the rules load, so a typo fails there, not at 3 a.m.
 
 Rendered text is plain and unescaped: label values come from scraped pages, so each
 receiver escapes for its own format (Slack's ``& < >`` in
-:func:`app.alerts.notify.slack_escape`; JSON bodies by JSON encoding).
+:func:`app.alerts.receivers.slack.slack_escape`; JSON bodies by JSON encoding).
 """
 
 from __future__ import annotations

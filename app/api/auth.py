@@ -20,11 +20,11 @@ from typing import Annotated, Any
 from fastapi import Depends, HTTPException, Request, Response
 from fastapi.routing import APIRoute
 
-from app.api.deps import ServiceDep, get_service
+from app.api.deps import SettingsDep, get_service, get_settings
 
 
-def require_token(request: Request, service: ServiceDep) -> None:
-    token = service.settings.api_token
+def require_token(request: Request, settings: SettingsDep) -> None:
+    token = settings.api_token
     if not token:
         raise HTTPException(
             403, "write endpoints are off: configure api_token (PHASEWATCH_API_TOKEN)"
@@ -50,7 +50,7 @@ class TokenFirstRoute(APIRoute):
             return handler
 
         async def token_first(request: Request) -> Response:
-            require_token(request, get_service(request))
+            require_token(request, get_settings(get_service(request)))
             return await handler(request)
 
         return token_first

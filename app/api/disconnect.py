@@ -3,7 +3,7 @@
 A long read (a day of windows over many streams) runs in a worker thread, off the event
 loop; the route polls the connection meanwhile and, once the client has gone, sets the
 worker's ``cancel`` event. The worker checks it between chunks (streams, runs of windows)
-and stops with :class:`app.queries.Cancelled`; the route then answers 499 — Nginx'
+and stops with :class:`app.read.windows.Cancelled`; the route then answers 499 — Nginx'
 "client closed request", which nobody reads — so no thread keeps working for nobody.
 """
 
@@ -16,7 +16,7 @@ from typing import Protocol, TypeVar
 
 from fastapi import HTTPException
 
-from app.queries import Cancelled
+from app.read.windows import Cancelled
 
 T = TypeVar("T")
 

@@ -3,7 +3,7 @@
 Every float a route takes is one of these, so ``nan``, ``inf`` and ``1e300`` are a 422
 naming the parameter, never a 500 or a computation that does not end. Bounds that depend
 on the settings (a window no longer than the history kept) are checked by the query
-functions (``app.queries.check_windows``) and answered 422 as well.
+functions (``app.read.windows.check_windows``) and answered 422 as well.
 
 A list that grows with the fleet (targets, fleets, alerts, silences, SLOs) answers one
 :class:`Page` of it — ``limit`` (default :data:`DEFAULT_LIMIT`, at most
@@ -20,8 +20,8 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, HTTPException, Query, Response
 from pydantic import AllowInfNan, Field
 
-from app.api.deps import ServiceDep
-from app.queries import LATEST_TIME, MIN_STEP
+from app.api.deps import StorageConfigDep
+from app.read.windows import LATEST_TIME, MIN_STEP
 
 T = TypeVar("T")
 
@@ -72,9 +72,9 @@ def get_page(
 PageDep = Annotated[Page, Depends(get_page)]
 
 
-def history_kept(service: ServiceDep) -> float:
+def history_kept(storage: StorageConfigDep) -> float:
     """Seconds of history the store keeps: the longest window worth computing."""
-    return min(service.settings.storage.retention_days * 86400.0, LATEST_TIME)
+    return min(storage.retention_days * 86400.0, LATEST_TIME)
 
 
 HistoryKeptDep = Annotated[float, Depends(history_kept)]

@@ -41,7 +41,8 @@ def register(sub: Any) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from app.config import ConfigError, load_settings
+    from app.cli.config import load_config
+    from app.config import ConfigError
     from app.sim.server import start_server
 
     servers = []
@@ -57,7 +58,7 @@ def run_demo(args: argparse.Namespace) -> int:
                     f"  incident: healthy, then from {INCIDENT_SPIKE_AT_S:.0f} s a 5-minute x4 "
                     "traffic spike (queue builds), then recovery; repeats every 15 minutes"
                 )
-        settings = load_settings(
+        settings = load_config(
             None,
             {
                 "targets": targets,

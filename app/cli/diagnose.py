@@ -17,12 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from app.config import ConfigError, load_settings
-from app.diagnose.config import DEFAULT_CONFIG, DiagnosisConfig, SloOverride
+from app.cli.config import load_config
+from app.config import ConfigError
+from app.diagnose.config import DEFAULT_CONFIG, DiagnosisConfig
 from app.diagnose.render import render
-from app.diagnose.replay import diagnose_observed, observe
 from app.diagnose.roofline import DEVICE_BANDWIDTH_GBS, Hardware
+from app.evaluate.replay import diagnose_observed
+from app.evaluate.settings import with_slo
 from app.redact import redact_url
+from app.sources.watch import observe
 
 
 def add_diagnosis_options(p: argparse.ArgumentParser) -> None:
@@ -61,17 +64,7 @@ def config_from(args: argparse.Namespace) -> DiagnosisConfig:
     """SLOs (flags over the config file over the defaults) and the optional roofline."""
     config = DEFAULT_CONFIG
     if args.config:
-        settings = load_settings(args.config)
-        overrides = []
-        for key, v in settings.slo.overrides.items():  # a key names a target or a model
-            overrides.append(SloOverride(target=key, ttft_p99=v.ttft_p99, itl_p99=v.itl_p99))
-            overrides.append(SloOverride(model_name=key, ttft_p99=v.ttft_p99, itl_p99=v.itl_p99))
-        config = dataclasses.replace(
-            config,
-            slo_ttft_p99=settings.slo.ttft_p99,
-            slo_itl_p99=settings.slo.itl_p99,
-            slo_overrides=tuple(overrides),
-        )
+        config = with_slo(config, load_config(args.config).slo)
     if args.slo_ttft_p99 is not None:
         config = dataclasses.replace(config, slo_ttft_p99=args.slo_ttft_p99)
     if args.slo_itl_p99 is not None:
@@ -116,22 +109,20 @@ def run_diagnose(args: argparse.Namespace) -> int:
     if not args.quiet and not args.json:
         print(file=sys.stderr)
     diagnoses = diagnose_observed(scrapes, config)
-    ok = sum(1 for _, s in scrapes.statuses if s.ok)
+    ok = sum(1 for r in scrapes.records if r.ok)
     if args.json:
         out = {
             "url": redact_url(args.url),
             "start": scrapes.start,
             "end": scrapes.end,
-            "scrapes": len(scrapes.statuses),
-            "failed_scrapes": len(scrapes.statuses) - ok,
+            "scrapes": len(scrapes.records),
+            "failed_scrapes": len(scrapes.records) - ok,
             "diagnoses": [d.to_dict() for d in diagnoses],
         }
         print(json.dumps(out, indent=2))
     else:
         span = scrapes.end - scrapes.start
-        print(
-            f"{redact_url(args.url)}: {len(scrapes.statuses)} scrapes ({ok} ok) over {span:.0f} s"
-        )
+        print(f"{redact_url(args.url)}: {len(scrapes.records)} scrapes ({ok} ok) over {span:.0f} s")
         for d in diagnoses:
             print()
             print(render(d, verbose=args.verbose))

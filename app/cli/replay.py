@@ -22,7 +22,8 @@ from app.cli.rules import replayed
 from app.config import ConfigError
 from app.diagnose.records import PROBLEM_CLASSES, Diagnosis
 from app.diagnose.render import render
-from app.diagnose.replay import diagnose_scrapes, read_scrapes
+from app.evaluate.replay import diagnose_scrapes
+from app.sources.recording import read_scrapes
 
 
 def register(sub: Any) -> None:

@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from app.cli.config import load_config
 from app.config import ConfigError, load_settings
-from app.review.render import to_json, to_markdown
+from app.read.review.render import to_json, to_markdown
 from app.sources.promapi import PrometheusError
 
 
@@ -71,12 +72,12 @@ def _source_overrides(args: argparse.Namespace) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> int:
     from app.alerts.engine import configured_rules
-    from app.review.run import parse_time, run_review
-    from app.service import diagnosis_config
+    from app.evaluate.settings import diagnosis_config
+    from app.read.review.run import parse_time, run_review
     from app.sources.prometheus import PrometheusSource
 
     try:
-        base = load_settings(args.config)
+        base = load_config(args.config)
         merged = {**base.source.model_dump(), **_source_overrides(args)}
         settings = load_settings(args.config, {"source": merged})
     except OSError as exc:
@@ -110,7 +111,6 @@ def run(args: argparse.Namespace) -> int:
                 config=diagnosis_config(settings),
                 spike_factor=args.spike_factor,
                 rules=rules,
-                slo=settings.slo,
             )
         finally:
             await source.aclose()

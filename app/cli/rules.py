@@ -19,10 +19,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from app.alerts.replay import DEFAULT_UI_BASE_URL, read_scrapes, replay
 from app.alerts.rules import Rule, RuleError, combine, default_rules, load_rule_file
-from app.config import ConfigError, Settings, load_settings
+from app.cli.config import load_config
+from app.config import ConfigError, Settings
+from app.evaluate.replay import DEFAULT_UI_BASE_URL, replay
+from app.evaluate.settings import diagnosis_config
 from app.fleet.specs import slo_specs
+from app.sources.recording import read_scrapes
 
 
 def register(sub: Any) -> None:
@@ -63,7 +66,7 @@ def run_check(args: argparse.Namespace) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(getattr(args, "config", None))
+    return load_config(getattr(args, "config", None))
 
 
 def _rules(args: argparse.Namespace, settings: Settings) -> list[Rule]:
@@ -90,7 +93,7 @@ def replayed(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], li
         rules,
         length=length,
         step=step,
-        slo=settings.slo,
+        config=diagnosis_config(settings),
         ui_base_url=settings.ui_base_url or DEFAULT_UI_BASE_URL,
         resolved_retention=settings.alerts.resolved_retention,
         slos=slo_specs(settings),

@@ -6,7 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from app.config import ConfigError, Settings, load_settings, parse_target_flag
+from app.cli.config import load_config
+from app.config import ConfigError, Settings, parse_target_flag
 from app.logs import collect_secrets, setup_logging
 
 
@@ -36,7 +37,8 @@ def _serve_doc() -> str:
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
-    """Load the file and environment, then apply the command-line flags."""
+    """Load the file and environment, then apply the command-line flags (the rule file
+    checked too: :func:`app.cli.config.load_config`)."""
     overrides: dict[str, Any] = {}
     server: dict[str, Any] = {}
     if args.host:
@@ -47,11 +49,11 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         overrides["server"] = server
     if args.db:
         overrides["storage"] = {"path": args.db}
-    settings = load_settings(args.config, overrides)
+    settings = load_config(args.config, overrides)
     if args.target:
         extra = [parse_target_flag(t) for t in args.target]
         merged = [t.model_dump() for t in settings.targets] + extra
-        settings = load_settings(args.config, {**overrides, "targets": merged})
+        settings = load_config(args.config, {**overrides, "targets": merged})
     return settings
 
 

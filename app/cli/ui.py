@@ -1,7 +1,7 @@
 """``phasewatch ui``: the UI over a recording folder or a past Prometheus range.
 
 Either source is loaded into an in-memory store through the same path live data takes
-(the collector's ``process`` for a recording, ``PrometheusSource.read`` for a range)
+(the sources' ``process`` for a recording, ``PrometheusSource.read`` for a range)
 and served exactly as the live service serves its store: same windows, same diagnosis,
 same pages; the range presets count back from the source's end. The default alert
 rules (plus ``alerts.rules_file``) are replayed over a recording, so its alerts page
@@ -49,8 +49,8 @@ def register(sub: Any) -> None:
 
 def _prometheus(args: argparse.Namespace, settings: Any) -> Any:
     from app.config import load_settings
+    from app.read.review.run import parse_time
     from app.redact import redact_url
-    from app.review.run import parse_time
     from app.sources.prometheus import PrometheusSource
     from app.ui.source import load_history
 
@@ -82,11 +82,13 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from app.alerts.engine import configured_rules
-    from app.alerts.replay import read_scrapes, replay_alerts
-    from app.config import ConfigError, load_settings
+    from app.cli.config import load_config
+    from app.config import ConfigError
     from app.diagnose import Hardware
-    from app.service import diagnosis_config
+    from app.evaluate.replay import replay_alerts
+    from app.evaluate.settings import diagnosis_config
     from app.sources.promapi import PrometheusError
+    from app.sources.recording import read_scrapes
     from app.ui.alertfeed import AlertFeed, NoAlerts, ReplayedAlerts
     from app.ui.fleetdata import FleetOptions
     from app.ui.mount import standalone
@@ -94,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
 
     alerts: AlertFeed = NoAlerts()
     try:
-        settings = load_settings(args.config)
+        settings = load_config(args.config)
         config = diagnosis_config(settings)
         if args.device and args.model_params:
             hw = Hardware.resolve(
@@ -109,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                 configured_rules(settings.alerts),
                 length=settings.window.length,
                 step=settings.window.step,
-                slo=settings.slo,
+                config=diagnosis_config(settings),
                 ui_base_url="/ui",
             )
             alerts = ReplayedAlerts(transitions)

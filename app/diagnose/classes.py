@@ -10,7 +10,7 @@ UI sorts and merges by (``severity``: higher is worse).
 Everything that names, orders, draws or enumerates the classes reads them from here:
 ``classify`` (precedence), ``records`` (the ``Diagnosis``), ``hints`` (the situations
 the catalog is keyed by), ``app.ui.palette`` and ``app.ui.spikes``, ``app.selfmetrics``,
-``app.review``. ``app/alerts/default_rules.yaml`` lists the problem classes in plain
+``app.read.review``. ``app/alerts/default_rules.yaml`` lists the problem classes in plain
 text (a rule file users copy must read on its own); a test pins it to
 :data:`PROBLEM_CLASSES`.
 

@@ -150,7 +150,7 @@ class StoreAlerts:
 
 
 class ReplayedAlerts:
-    """Alerts the rules would have raised over a recording (``app.alerts.replay``).
+    """Alerts the rules would have raised over a recording (``app.evaluate.replay``).
 
     ``history`` is the replayed transitions; ``current`` the state at the recording's
     end: each alert's last transition (pending, firing or resolved).

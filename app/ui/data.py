@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from app.diagnose import Diagnosis, DiagnosisClass, DiagnosisConfig, diagnose
 from app.model import Quantile, Window
-from app.queries import grid_runs
+from app.read.windows import grid_runs
 from app.ui import palette
 from app.ui.source import Observed, TargetInfo, WindowSource
 

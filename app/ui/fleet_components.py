@@ -14,8 +14,8 @@ from dash import dcc, html
 
 from app.diagnose.records import fmt_value
 from app.fleet.imbalance import Imbalance
-from app.fleet.queries import FleetView
 from app.fleet.tracker import SloStatus
+from app.fleet.view import FleetView
 from app.ui import palette
 from app.ui.components import badge, data_attrs, evidence_table
 from app.ui.fleet_figures import objective_label

@@ -21,10 +21,10 @@ from app.diagnose import DiagnosisConfig
 from app.fleet.aggregate import FleetKey, fleet_window, group_streams
 from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds, find_imbalance
-from app.fleet.queries import FleetView, fleet_view
 from app.fleet.slo import SloSpec, attainment, window_counts
 from app.fleet.specs import imbalance_thresholds, slo_specs
 from app.fleet.tracker import SloStatus, SloTracker, matches
+from app.fleet.view import FleetView, fleet_view
 from app.model import Quantile, Window
 from app.ui.data import STEPS, resolution
 from app.ui.source import grid_windows

@@ -119,7 +119,7 @@ def mount_live(app: FastAPI, settings: Settings, *, warm: bool = True) -> UiData
 
     source = StoreSource(
         lambda: service().store,
-        targets=live_targets(lambda: service().collector.states),
+        targets=live_targets(lambda: service().source.targets()),
         settled=settings.scrape.interval + settings.scrape.timeout + 1.0,
         label=_live_label(settings),
     )
@@ -133,8 +133,8 @@ def mount_live(app: FastAPI, settings: Settings, *, warm: bool = True) -> UiData
     if not settings.alerts.enabled:
         alerts = NoAlerts()
 
-    def tracker() -> SloTracker:  # the alert engine's: one cache for alerts, gauges and UI
-        found: SloTracker = service().alerting.engine.slos.tracker
+    def tracker() -> SloTracker:  # the evaluator's: one cache for alerts, gauges and UI
+        found: SloTracker = service().evaluator.tracker
         return found
 
     fleets = FleetData(

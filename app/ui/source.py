@@ -1,29 +1,27 @@
 """Where the UI's windows come from: one interface over the live store and a recording.
 
 Both are a :class:`StoreSource`: the live service's own store, or a recording folder
-replayed page by page through the collector's ``process`` step into an in-memory store —
-so a recording is judged exactly as the live service would have judged it. A
-Prometheus-backed source only has to implement :class:`WindowSource`.
+written page by page into an in-memory store (:func:`app.sources.recording.record_into`,
+through the service's own ``process`` step) — so a recording is judged exactly as the
+live service would have judged it. A Prometheus-backed source only has to implement
+:class:`WindowSource`.
 """
 
 from __future__ import annotations
 
 import bisect
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from app.alerts.replay import list_pages
-from app.collector import TargetState, process
-from app.config import ScrapeConfig, TargetConfig
 from app.diagnose.facts import READ_HISTOGRAMS
-from app.model import IntervalDelta, StreamSnapshot, Window
+from app.model import IntervalDelta, Window
 from app.redact import redact_url
-from app.scrape.client import read_file
+from app.sources.base import TargetState
 from app.sources.prometheus import TargetHistory
+from app.sources.recording import record_into, target_name
 from app.store.sqlite import ScrapeRecord, Store
 from app.ui.cells import gauge_samples, merge_cells
 from app.windows.aggregate import windows as make_windows
@@ -209,68 +207,41 @@ class StoreSource:
         return {} if stream is None else dict(stream.engines)
 
 
-def live_targets(states: Callable[[], dict[str, TargetState]]) -> Callable[[], list[TargetInfo]]:
-    """The target list of a running collector (``service.collector.states``)."""
+def target_info(state: TargetState, url: str) -> TargetInfo:
+    """A source's target (``app.sources``) as the overview shows it."""
+    rec = state.last_record
+    snap = state.last_ok
+    told = rec is not None and (not rec.ok or bool(state.problems))
+    return TargetInfo(
+        name=state.config.name,
+        url=url,
+        up=bool(rec and rec.ok),
+        last_error=rec.error if rec is not None and told else None,
+        last_error_kind=rec.error_kind if rec is not None and told else None,
+        models=tuple(sorted(snap.streams)) if snap else (),
+    )
+
+
+def live_targets(
+    states: Callable[[], Mapping[str, TargetState]],
+) -> Callable[[], list[TargetInfo]]:
+    """The target list of a running source (``service.source.targets``)."""
 
     def targets() -> list[TargetInfo]:
-        out = []
-        for state in states().values():
-            rec = state.last_record
-            snap = state.last_ok
-            out.append(
-                TargetInfo(
-                    name=state.config.name,
-                    url=redact_url(state.config.url),
-                    up=bool(rec and rec.ok),
-                    last_error=rec.error if rec and (not rec.ok or state.problems) else None,
-                    last_error_kind=(
-                        rec.error_kind if rec and (not rec.ok or state.problems) else None
-                    ),
-                    models=tuple(sorted(snap.streams)) if snap else (),
-                )
-            )
-        return out
+        return [target_info(s, redact_url(s.config.url)) for s in states().values()]
 
     return targets
 
 
-def _target_name(folder: Path) -> str:
-    return re.sub(r"[^A-Za-z0-9_.:@-]", "_", folder.resolve().name)[-128:] or "recording"
-
-
 def replay_into(store: Store, folder: str | Path, target: str) -> tuple[TargetInfo, float, float]:
-    """Write a recording folder into ``store`` as target ``target``, page by page.
+    """Write a recording folder into ``store`` as target ``target``, page by page
+    (:func:`app.sources.recording.record_into`: failed pages count as failed scrapes).
 
-    Every page goes through the collector's own ``process`` step (parse, normalise,
-    deltas, scrape record), so failed pages count as failed scrapes. Returns the
-    target's info and the times of the first and last page; ValueError when the
-    folder holds no ``<unix-seconds>.prom`` page.
+    Returns the target's info and the times of the first and last page; ValueError
+    when the folder holds no ``<unix-seconds>.prom`` page.
     """
-    path = Path(folder)
-    pages = list_pages(path)
-    if not pages:
-        raise ValueError(f"{path}: no <unix-seconds>.prom pages")
-    state = TargetState(TargetConfig(name=target, url="http://recording.invalid/metrics"))
-    cap = ScrapeConfig().max_body_bytes
-    last: dict[str, StreamSnapshot] = {}
-    for ts, page in pages:
-        outcome = process(state, read_file(page, max_bytes=cap), ts)
-        state.last_record = outcome.record
-        snaps = []
-        if outcome.snapshot is not None:
-            last = dict(outcome.snapshot.streams)
-            snaps = [(target, ts, s) for s in last.values()]
-        store.write_round([outcome.record], outcome.deltas, snaps)
-    rec = state.last_record
-    info = TargetInfo(
-        name=target,
-        url=str(path),
-        up=bool(rec and rec.ok),
-        last_error=rec.error if rec and (not rec.ok or state.problems) else None,
-        last_error_kind=rec.error_kind if rec and (not rec.ok or state.problems) else None,
-        models=tuple(sorted(last)),
-    )
-    return info, pages[0][0], pages[-1][0]
+    state, first, last = record_into(store, folder, target)
+    return target_info(state, str(Path(folder))), first, last
 
 
 def load_recording(folder: str | Path, *, target: str | None = None) -> StoreSource:
@@ -280,7 +251,7 @@ def load_recording(folder: str | Path, *, target: str | None = None) -> StoreSou
     """
     path = Path(folder)
     store = Store(":memory:")
-    info, first, end = replay_into(store, path, target or _target_name(path))
+    info, first, end = replay_into(store, path, target or target_name(path, "recording"))
     return StoreSource(
         lambda: store,
         targets=lambda: [info],

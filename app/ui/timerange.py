@@ -17,7 +17,7 @@ from urllib.parse import parse_qs
 
 from dash import Dash, Input, Output, State, dcc, html, no_update
 
-from app.queries import LATEST_TIME
+from app.read.windows import LATEST_TIME
 
 PRESETS: dict[str, float] = {"15m": 900.0, "1h": 3600.0, "6h": 21600.0, "24h": 86400.0}
 CUSTOM = "custom"

@@ -27,12 +27,11 @@ import time
 
 import httpx
 
-from app.collector import TargetState, process
-from app.config import TargetConfig
 from app.diagnose import diagnose
 from app.diagnose.render import render
 from app.model import IntervalDelta
 from app.scrape.client import fetch
+from app.sources.process import PageFeed
 from app.windows.aggregate import window, windows
 
 WORDS = [
@@ -78,14 +77,14 @@ async def load(base: str, model: str, streams: int, waves: int) -> int:
 async def scrape_loop(
     url: str, interval: float, stop: asyncio.Event
 ) -> tuple[list[IntervalDelta], list[float]]:
-    state = TargetState(TargetConfig(name="vllm", url=url))
+    feed = PageFeed("vllm", url)
     deltas: list[IntervalDelta] = []
     times: list[float] = []
     async with httpx.AsyncClient() as client:
         while True:
             result = await fetch(client, url, timeout=5.0, max_bytes=50_000_000)
             now = time.time()
-            outcome = process(state, result, now)
+            outcome = feed(now, result)
             if outcome.snapshot is None:
                 raise SystemExit(
                     f"scrape failed: {outcome.record.error_kind}: {outcome.record.error}"
@@ -108,7 +107,7 @@ async def main_async(args: argparse.Namespace) -> int:
     url = f"{base}/metrics"
     async with httpx.AsyncClient() as client:
         first = await fetch(client, url, timeout=10.0, max_bytes=50_000_000)
-    snap = process(TargetState(TargetConfig(name="vllm", url=url)), first, time.time()).snapshot
+    snap = PageFeed("vllm", url)(time.time(), first).snapshot
     if snap is None or args.model not in snap.streams:
         return fail(f"idle page has no stream {args.model!r}: {snap and list(snap.streams)}")
     stream = snap.streams[args.model]

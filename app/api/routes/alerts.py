@@ -3,21 +3,100 @@
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Response
+from pydantic import Field
 
-from app.api.deps import ServiceDep
+from app.api.deps import AlertEngineDep, AlertHistoryDep, OutboxDep
 from app.api.params import DEFAULT_LIMIT, Limit, PageDep, UnixTime
+from app.api.schemas import Answer, Number
 
 router = APIRouter(tags=["alerts"])
 
 _ORDER = {"firing": 0, "pending": 1, "inactive": 2}
 
+AlertValue = Number | bool | str | list[Any] | None
+"""What a rule's ``value`` expression gave (a number, a flag, a name…), null for none."""
 
-@router.get("/alerts")
+
+class AlertPublic(Answer):
+    """One alert (a rule on one label set): Prometheus' ``/api/v1/alerts`` names plus the
+    timestamps of its episode; ``inactive`` ones are resolved, kept for receivers."""
+
+    fingerprint: str
+    alertname: str
+    state: Literal["inactive", "pending", "firing"]
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    activeAt: float
+    firedAt: float | None
+    resolvedAt: float | None
+    keepFiringSince: float | None
+    lastEvaluation: float
+    value: AlertValue
+    silencedBy: str | None = Field(description="the active silence muting a firing alert")
+
+
+class AlertTransitionPublic(Answer):
+    """One state change of an alert."""
+
+    alertname: str
+    state: Literal["pending", "firing", "resolved"]
+    at: float
+    previous: str | None = Field(description="the state it left")
+    fingerprint: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+
+
+class RuleInstancePublic(Answer):
+    """How a rule fared on one instance (a target, a stream, an SLO on a fleet)."""
+
+    labels: dict[str, str]
+    holds: bool
+    health: Literal["ok", "cannot_evaluate"]
+    missing: list[str] = Field(description="fields the instance lacked")
+    problems: list[str]
+
+
+class RulePublic(Answer):
+    """One loaded rule and its instances' last results."""
+
+    name: str
+    expr: str
+    for_: float = Field(alias="for", description="seconds pending before firing")
+    keep_firing_for: float
+    severity: str
+    scope: str = Field(description="what it is evaluated on: target, stream or slo")
+    labels: dict[str, str]
+    health: Literal["ok", "cannot_evaluate", "unknown"]
+    instances: list[RuleInstancePublic]
+
+
+class RulesPublic(Answer):
+    lastEvaluation: float | None
+    rules: list[RulePublic]
+
+
+class ReceiverPublic(Answer):
+    """A receiver by id (its URL is a secret)."""
+
+    id: str
+    kind: str
+
+
+class OutboxPublic(Answer):
+    receivers: list[ReceiverPublic]
+    rows: dict[str, dict[str, int]] = Field(
+        description="rows per receiver id and outcome (pending, sent, rejected, superseded, "
+        "expired)"
+    )
+
+
+@router.get("/alerts", response_model=list[AlertPublic])
 def list_alerts(
-    service: ServiceDep,
+    engine: AlertEngineDep,
     page: PageDep,
     response: Response,
     state: Annotated[str | None, Query(pattern="^(pending|firing)$")] = None,
@@ -27,7 +106,6 @@ def list_alerts(
 ) -> list[dict[str, Any]]:
     """Pending and firing alerts (firing first), with the silence that mutes each, if any;
     one page of them (``limit``, ``offset``; ``X-Total-Count``: all)."""
-    engine = service.alerting.engine
     silenced = engine.silenced_lookup(time.time())
     out = []
     for alert in engine.alerts.values():
@@ -42,9 +120,9 @@ def list_alerts(
     return page.take(out, response)
 
 
-@router.get("/alerts/history")
+@router.get("/alerts/history", response_model=list[AlertTransitionPublic])
 def alert_history(
-    service: ServiceDep,
+    history: AlertHistoryDep,
     start: Annotated[UnixTime | None, Query(description="Unix seconds; default end - 24 h")] = None,
     end: Annotated[UnixTime | None, Query(description="Unix seconds; default now")] = None,
     alertname: str | None = None,
@@ -55,24 +133,22 @@ def alert_history(
     """State transitions (pending, firing, resolved), newest first."""
     end_ts = time.time() if end is None else end
     start_ts = end_ts - 86400.0 if start is None else start
-    return service.alerting.engine.repo.history(
+    return history.history(
         start=start_ts, end=end_ts, alertname=alertname, target=target, state=state, limit=limit
     )
 
 
-@router.get("/alerts/rules")
-def alert_rules(service: ServiceDep) -> dict[str, Any]:
+@router.get("/alerts/rules", response_model=RulesPublic)
+def alert_rules(engine: AlertEngineDep) -> dict[str, Any]:
     """The loaded rules and how each fared at the last evaluation (``cannot_evaluate``
     lists the fields that were missing — never reported as ok)."""
-    engine = service.alerting.engine
     return {"lastEvaluation": engine.last_evaluation, "rules": engine.rule_health()}
 
 
-@router.get("/alerts/outbox")
-def outbox_status(service: ServiceDep) -> dict[str, Any]:
+@router.get("/alerts/outbox", response_model=OutboxPublic)
+def outbox_status(engine: AlertEngineDep, outbox: OutboxDep) -> dict[str, Any]:
     """Notification rows per receiver and outcome (receivers by id; URLs are secret)."""
-    engine = service.alerting.engine
     return {
         "receivers": [{"id": r.id, "kind": r.kind} for r in engine.receivers],
-        "rows": service.alerting.outbox.counts(),
+        "rows": outbox.counts(),
     }

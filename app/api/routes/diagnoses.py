@@ -11,16 +11,72 @@ import time
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Query
+from pydantic import Field
 
-from app.api.deps import ServiceDep
+from app.api.deps import DiagnosesDep
 from app.api.params import DEFAULT_LIMIT, Limit, UnixTime
+from app.api.schemas import Answer, EvidencePublic, HintPublic, Number
 
 router = APIRouter(tags=["diagnoses"])
 
+_CLASS = "the class (``app.diagnose.classes``): healthy, insufficient_data, a bottleneck…"
 
-@router.get("/diagnoses")
+
+class FindingPublic(Answer):
+    """Another class that holds in the same window."""
+
+    cls: str = Field(alias="class", description=_CLASS)
+    sub_cause: str | None
+    summary: str
+
+
+class RooflinePublic(Answer):
+    """Decode ceiling (bandwidth / weight bytes) next to the measured decode speed."""
+
+    device: str
+    bandwidth_gbs: Number
+    weight_bytes: Number
+    ceiling_tok_s: float | None
+    measured_tok_s: float | None
+    efficiency: float | None
+
+
+class SloObjectivesPublic(Answer):
+    """The p99 objectives, seconds, the stream was judged against."""
+
+    ttft_p99: float
+    itl_p99: float
+
+
+class DiagnosisPublic(Answer):
+    """The verdict on one window of one stream (``Diagnosis.to_dict``): the class and
+    its sub-cause, every comparison every rule made, hints most useful first."""
+
+    target: str
+    model_name: str
+    start: float
+    end: float
+    cls: str = Field(alias="class", description=_CLASS)
+    sub_cause: str | None
+    confidence: float
+    summary: str
+    ttft_p99: float | None
+    ttft_p99_ge: bool = Field(description="ttft_p99 is a lower bound (the +Inf bucket)")
+    itl_p99: float | None
+    itl_p99_ge: bool
+    slo: SloObjectivesPublic
+    evidence: list[EvidencePublic]
+    secondary: list[FindingPublic]
+    hints: list[HintPublic]
+    missing: list[str] = Field(description="signals that kept a rule from evaluating")
+    notes: list[str]
+    roofline: RooflinePublic | None
+    facts: dict[str, float | None] = Field(description="the numbers the rules read")
+
+
+@router.get("/diagnoses", response_model=list[DiagnosisPublic])
 def list_diagnoses(
-    service: ServiceDep,
+    diagnoses: DiagnosesDep,
     target: Annotated[str, Query(description="target name")],
     model: Annotated[str | None, Query(description="model_name; all models if omitted")] = None,
     start: Annotated[UnixTime | None, Query(description="Unix seconds; default end - 1 h")] = None,
@@ -32,6 +88,4 @@ def list_diagnoses(
     start_ts = end_ts - 3600.0 if start is None else start
     if end_ts <= start_ts:
         raise HTTPException(422, "end must be after start")
-    return service.alerting.engine.diagnoses.query(
-        target, model_name=model, start=start_ts, end=end_ts, limit=limit
-    )
+    return diagnoses.query(target, model_name=model, start=start_ts, end=end_ts, limit=limit)

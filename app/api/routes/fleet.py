@@ -14,11 +14,12 @@ from app.api.disconnect import run_while_connected
 from app.api.params import HistoryKeptDep, PageDep, Seconds, Step, UnixTime, json_answer
 from app.diagnose import DiagnosisConfig
 from app.fleet.aggregate import FleetKey
-from app.fleet.queries import find_fleet, fleet_view, fleet_views, fleets
 from app.fleet.slo import SloSpec
 from app.fleet.specs import imbalance_thresholds, slo_specs
 from app.fleet.tracker import matches
-from app.queries import QueryError
+from app.fleet.view import fleet_view
+from app.read.fleet import find_fleet, fleet_views, fleets
+from app.read.windows import QueryError
 from app.service import Service
 
 router = APIRouter(tags=["fleets"])
@@ -94,7 +95,7 @@ async def fleet_windows(
 ) -> Response:
     """One object per window, oldest first: the fleet's fields (as ``/windows``), its
     diagnosis, imbalance, SLO attainment and goodput, and every replica's window with its
-    own diagnosis. At most ``app.queries.MAX_WINDOWS`` replica windows (windows ×
+    own diagnosis. At most ``app.read.windows.MAX_WINDOWS`` replica windows (windows ×
     replicas) per request (422 beyond, before any work); a client that disconnects stops
     the work between replicas and windows."""
     cfg = service.settings.window

@@ -19,8 +19,8 @@ def healthz(service: ServiceDep) -> dict[str, Any]:
     finished so far (scrape, alert evaluation, outbox send)."""
     return {
         "status": "ok" if service.scheduler.running else "starting",
-        "targets": len(service.collector.states),
-        "rounds": service.collector.rounds,
+        "targets": len(service.source.targets()),
+        "rounds": service.source.rounds,
         "evaluations": service.alerting.evaluations,
         "send_rounds": service.alerting.send_rounds,
         "schema_version": service.store.schema_version,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, HTTPException, Query, Response
 from pydantic import BaseModel, Field
@@ -29,8 +29,9 @@ from app.alerts.silences import (
     parse_matcher,
 )
 from app.api.auth import TokenFirstRoute, WriteAuthDep
-from app.api.deps import ServiceDep
+from app.api.deps import SilencesDep
 from app.api.params import PageDep
+from app.api.schemas import Answer
 
 router = APIRouter(tags=["silences"], route_class=TokenFirstRoute)
 
@@ -77,6 +78,42 @@ class SilenceCreate(BaseModel):
     comment: str = Field("", max_length=4096)
 
 
+class MatcherPublic(Answer):
+    name: str
+    value: str
+    isRegex: bool
+    isEqual: bool
+
+
+class SilenceStatusPublic(Answer):
+    state: Literal["pending", "active", "expired", "invalid"] = Field(
+        description="invalid: a stored silence that cannot apply (see error); it silences "
+        "nothing until it ends or is deleted"
+    )
+
+
+class SilencePublic(Answer):
+    """A silence in Alertmanager's shape, with why it is invalid, if it is."""
+
+    id: str
+    matchers: list[MatcherPublic]
+    startsAt: float
+    endsAt: float
+    createdBy: str
+    comment: str
+    status: SilenceStatusPublic
+    error: str | None = Field(description="why a stored silence cannot apply; null if it can")
+
+
+class SilenceIdPublic(Answer):
+    silenceID: str
+
+
+class SilenceExpiredPublic(Answer):
+    silenceID: str
+    status: Literal["expired"]
+
+
 def _time(value: float | str, name: str) -> float:
     if isinstance(value, int | float):
         return float(value)
@@ -92,9 +129,9 @@ def _time(value: float | str, name: str) -> float:
         raise HTTPException(422, f"{name}: time out of range") from None
 
 
-@router.get("/silences")
+@router.get("/silences", response_model=list[SilencePublic])
 def list_silences(
-    service: ServiceDep,
+    silences: SilencesDep,
     page: PageDep,
     response: Response,
     include_expired: Annotated[bool, Query()] = False,
@@ -106,13 +143,12 @@ def list_silences(
     why, and DELETE removes it.
     """
     now = time.time()
-    repo = service.alerting.engine.silences
-    listed = repo.list(since=None if include_expired else now)
+    listed = silences.list(since=None if include_expired else now)
     return [s.to_dict(now) for s in page.take(listed, response)]
 
 
-@router.post("/silences")
-def create_silence(body: SilenceCreate, service: ServiceDep, _: WriteAuthDep) -> dict[str, str]:
+@router.post("/silences", response_model=SilenceIdPublic)
+def create_silence(body: SilenceCreate, silences: SilencesDep, _: WriteAuthDep) -> dict[str, str]:
     """Create a silence; returns ``{"silenceID": …}`` as Alertmanager does."""
     now = time.time()
     starts = now if body.startsAt is None else _time(body.startsAt, "startsAt")
@@ -138,13 +174,13 @@ def create_silence(body: SilenceCreate, service: ServiceDep, _: WriteAuthDep) ->
         )
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
-    service.alerting.engine.silences.add(silence)
+    silences.add(silence)
     return {"silenceID": silence.id}
 
 
-@router.delete("/silences/{silence_id}")
-def delete_silence(silence_id: str, service: ServiceDep, _: WriteAuthDep) -> dict[str, str]:
+@router.delete("/silences/{silence_id}", response_model=SilenceExpiredPublic)
+def delete_silence(silence_id: str, silences: SilencesDep, _: WriteAuthDep) -> dict[str, str]:
     """Expire a silence now (it stays listed with ``include_expired``)."""
-    if not service.alerting.engine.silences.expire(silence_id, time.time()):
+    if not silences.expire(silence_id, time.time()):
         raise HTTPException(404, f"no active or pending silence {silence_id!r}")
     return {"silenceID": silence_id, "status": "expired"}

@@ -56,8 +56,8 @@ async def slo_history(
             f"window {window:g} s is longer than the {kept:g} s of history kept "
             "(storage.retention_days)",
         )
-    tracker = service.alerting.engine.slos.tracker
-    labels_of = {t.name: dict(t.labels) for t in service.settings.targets}
+    tracker = service.evaluator.tracker
+    labels_of = service.evaluator.target_labels()
     specs = [s for s in tracker.specs if s.name == name]
     if not specs:
         raise HTTPException(404, f"unknown SLO {name!r}")

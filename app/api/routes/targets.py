@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from pydantic import BaseModel
 
-from app.api.deps import ServiceDep
+from app.api.deps import TargetsDep
 from app.api.params import PageDep
 from app.redact import redact_url
 
@@ -30,11 +30,11 @@ class TargetPublic(BaseModel):
 
 
 @router.get("/targets", response_model=list[TargetPublic])
-def list_targets(service: ServiceDep, page: PageDep, response: Response) -> list[TargetPublic]:
+def list_targets(targets: TargetsDep, page: PageDep, response: Response) -> list[TargetPublic]:
     """List targets with whether the last scrape succeeded and, if not, why; one page of
     them in configuration order (``limit``, ``offset``; ``X-Total-Count``: all)."""
     out = []
-    for state in page.take(list(service.collector.states.values()), response):
+    for state in page.take(list(targets.values()), response):
         rec = state.last_record
         snap = state.last_ok
         out.append(

@@ -4,26 +4,32 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 
-from app.api.deps import ServiceDep
+from app.api.deps import StoreDep, TargetsDep, WindowCacheDep, WindowConfigDep
 from app.api.disconnect import run_while_connected
 from app.api.params import HistoryKeptDep, Seconds, Step, UnixTime, json_answer
-from app.queries import QueryError, windows_body
+from app.api.schemas import WindowPublic
+from app.read.windows import QueryError, windows_body
 
 router = APIRouter(tags=["windows"])
-_SHAPE: dict[str, Any] = {
-    "description": "one object per window and stream (fields: ``app.queries.window_to_dict``)",
-    "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object"}}}},
-}
 
 
-@router.get("/windows", response_class=Response, responses={200: _SHAPE})
+# The answer is written from windows kept encoded (``WindowCache``), never validated
+# again: the model documents it (and the schema tests check it against real answers).
+@router.get(
+    "/windows",
+    response_model=list[WindowPublic],
+    response_description="one object per window and stream, oldest first",
+)
 async def get_windows(
     request: Request,
-    service: ServiceDep,
+    targets: TargetsDep,
+    store: StoreDep,
+    cache: WindowCacheDep,
+    defaults: WindowConfigDep,
     kept: HistoryKeptDep,
     target: Annotated[str, Query(description="target name")],
     model: Annotated[str | None, Query(description="model_name; all models if omitted")] = None,
@@ -36,24 +42,23 @@ async def get_windows(
 ) -> Response:
     """Return one object per window and stream, oldest first.
 
-    At most ``app.queries.MAX_WINDOWS`` windows over all streams per request, and a
+    At most ``app.read.windows.MAX_WINDOWS`` windows over all streams per request, and a
     window no longer than the history kept (422 beyond either, before any work). Windows
-    that can no longer change are kept encoded (:class:`app.queries.WindowCache`), so
+    that can no longer change are kept encoded (:class:`app.read.windows.WindowCache`), so
     asking for the same day again computes only the newest windows. A client that
     disconnects stops the work between streams.
     """
-    if target not in service.collector.states:
+    if target not in targets:
         raise HTTPException(404, f"unknown target {target!r}")
-    cfg = service.settings.window
     end_ts = time.time() if end is None else end
     start_ts = end_ts - 3600.0 if start is None else start
-    length, step_s = window or cfg.length, step or cfg.step
+    length, step_s = window or defaults.length, step or defaults.step
 
     def work(cancel: threading.Event) -> bytes:
-        models = [m for _, m in service.store.streams(target) if model is None or m == model]
+        models = [m for _, m in store.streams(target) if model is None or m == model]
         return windows_body(
-            service.window_cache,
-            service.store,
+            cache,
+            store,
             target,
             models,
             start=start_ts,

@@ -15,16 +15,15 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from app.alerts.fields import ScrapeStatus
-from app.alerts.replay import ReplayedScrapes, replay_alerts
 from app.alerts.rules import Rule
-from app.config import SloConfig
 from app.diagnose import DEFAULT_CONFIG, Diagnosis, DiagnosisConfig, diagnose
-from app.evaluate.settings import with_slo
+from app.evaluate.replay import replay_alerts
 from app.model import ErrorKind
+from app.read.review.report import AlertEvent, Review, build_review
 from app.redact import redact_url
-from app.review.report import AlertEvent, Review, build_review
 from app.sources.prometheus import History, PrometheusSource, TargetHistory
+from app.sources.recording import ReplayedScrapes
+from app.store.sqlite import ScrapeRecord
 from app.windows.aggregate import windows
 
 __all__ = [
@@ -108,9 +107,10 @@ def diagnose_history(
 def _replayed(hist: TargetHistory) -> ReplayedScrapes:
     """A target's history in the shape the alert replay reads."""
     out = ReplayedScrapes(hist.target)
-    statuses = [(t, ScrapeStatus(t, True, None)) for t in hist.ok]
-    statuses += [(t, ScrapeStatus(t, False, ErrorKind.OTHER.value)) for t in hist.failed]
-    out.statuses = sorted(statuses, key=lambda s: s[0])
+    failed = ErrorKind.OTHER.value
+    records = [ScrapeRecord(hist.target, t, True, None, None, 0.0, 0, 0) for t in hist.ok]
+    records += [ScrapeRecord(hist.target, t, False, failed, None, 0.0, 0, 0) for t in hist.failed]
+    out.records = sorted(records, key=lambda r: r.ts)
     for d in hist.deltas:
         out.deltas.setdefault(d.model_name, []).append(d)
     return out
@@ -126,7 +126,7 @@ def would_have_fired(
     step: float,
     config: DiagnosisConfig,
 ) -> list[AlertEvent]:
-    """Replay the alert rules (``app.alerts``) over the history: every alert that fired,
+    """Replay the alert rules (``app.evaluate.replay``) over the history: every alert that fired,
     from its firing to its resolution (None: still firing at the end of the history);
     those that fired before ``start`` or after ``end`` are left out."""
     out: list[AlertEvent] = []
@@ -165,13 +165,10 @@ async def run_review(
     config: DiagnosisConfig = DEFAULT_CONFIG,
     spike_factor: float = 3.0,
     rules: Sequence[Rule] | None = None,
-    slo: SloConfig | None = None,
 ) -> Review:
     """Read ``[start - length, end]`` from ``source`` and build the report; with
     ``rules``, also the alerts that would have fired. ``config`` carries the thresholds
-    and every stream's SLOs; ``slo``, a settings ``slo`` section, is applied to it."""
-    if slo is not None:
-        config = with_slo(config, slo)
+    and every stream's SLOs (the service's: ``app.evaluate.settings.diagnosis_config``)."""
     if not end > start:
         raise ValueError("--end must be after --start")
     mode = mode or source.config.mode

@@ -1,4 +1,4 @@
-"""The service's collection job when ``source.kind`` is ``prometheus``.
+"""The service's source when ``source.kind`` is ``prometheus``: follow a Prometheus API.
 
 Instead of scraping, each round reads from the Prometheus API what arrived since the
 previous round (up to ``now - source.lag``, Prometheus' ingestion delay) and stores it
@@ -20,45 +20,53 @@ import asyncio
 import logging
 import math
 import time
+from collections.abc import Mapping
+from dataclasses import replace
 
-import httpx
-
-from app.collector import Collector, Outcome, TargetState
 from app.config import Settings, TargetConfig
 from app.model import ErrorKind, IntervalDelta, Snapshot
 from app.redact import redact_url
+from app.sources.base import Outcome, TargetState
 from app.sources.promapi import PrometheusError
 from app.sources.prometheus import History, PrometheusSource
 from app.store.sqlite import ScrapeRecord, Store
 
+__all__ = ["PrometheusFollower"]
+
 log = logging.getLogger(__name__)
 
 
-class PrometheusCollector(Collector):
-    """A ``Collector`` whose rounds read a Prometheus API instead of scraping targets."""
+class PrometheusFollower:
+    """A ``Source`` whose rounds read a Prometheus API instead of scraping targets."""
 
     def __init__(
-        self,
-        settings: Settings,
-        store: Store,
-        client: httpx.AsyncClient,
-        source: PrometheusSource | None = None,
+        self, settings: Settings, store: Store, reader: PrometheusSource | None = None
     ) -> None:
-        super().__init__(settings, store, client)
-        self.source = source or PrometheusSource(settings.source)
+        self.config = settings.source
+        self.length = settings.window.length
+        self.store = store
+        self.reader = reader or PrometheusSource(settings.source)
         self.step = settings.source.step or settings.scrape.interval
         self.read_until: float | None = None
         self.last_error: str | None = None
+        self.rounds = 0
+        self.states: dict[str, TargetState] = {t.name: TargetState(t) for t in settings.targets}
         for target, (ts, streams) in store.last_snapshots().items():
-            state = self._state(target)
-            state.last_ok = Snapshot(target=target, ts=ts, streams=streams)
+            snap = Snapshot(target=target, ts=ts, streams=streams)
+            self.states[target] = replace(self._state(target), last_ok=snap)
             self.read_until = max(self.read_until or ts, ts)
+        for target, rec in store.last_scrapes().items():
+            if target in self.states:
+                self.states[target] = replace(self.states[target], last_record=rec)
+
+    def targets(self) -> Mapping[str, TargetState]:
+        return self.states
 
     def _state(self, target: str) -> TargetState:
         state = self.states.get(target)
         if state is None:
-            source = redact_url(self.settings.source.url or "")
-            url = f"{source} {self.settings.source.target_label}={target}"
+            source = redact_url(self.config.url or "")
+            url = f"{source} {self.config.target_label}={target}"
             # ``url`` here is a label for people (the source and the series), never fetched:
             # it is not validated as a URL.
             config = TargetConfig.model_construct(name=target, url=url, labels={})
@@ -66,16 +74,16 @@ class PrometheusCollector(Collector):
         return state
 
     async def aclose(self) -> None:
-        await self.source.aclose()
+        await self.reader.aclose()
 
     def _range(self, now: float) -> tuple[float, float] | None:
         """The next range to read: after the last one, up to ``now - lag``."""
-        end = now - self.settings.source.lag
-        if self.settings.source.mode == "range":
+        end = now - self.config.lag
+        if self.config.mode == "range":
             end = math.floor(end / self.step) * self.step
         if self.read_until is None:
-            start = end - self.settings.window.length - self.step
-        elif self.settings.source.mode == "range":
+            start = end - self.length - self.step
+        elif self.config.mode == "range":
             start = self.read_until + self.step
         else:
             start = self.read_until + 0.001  # raw ranges include their edges
@@ -83,21 +91,19 @@ class PrometheusCollector(Collector):
             return None
         return start, end
 
-    async def scrape_round(self, now: float | None = None) -> list[Outcome]:
+    async def read_round(self, now: float) -> list[Outcome]:
         """Read what arrived since the last round; store it like a scrape round."""
-        ts = time.time() if now is None else now
-        span = self._range(ts)
+        span = self._range(now)
         if span is None:
             return []
         start, end = span
         t0 = time.perf_counter()
         previous = {t: s.last_ok for t, s in self.states.items() if s.last_ok is not None}
         try:
-            history = await self.source.read(start, end, step=self.step, previous=previous)
+            history = await self.reader.read(start, end, step=self.step, previous=previous)
         except PrometheusError as exc:
             self.last_error = str(exc)
             log.warning("reading Prometheus failed: %s", exc)
-            self.outcomes["prometheus_error"] = self.outcomes.get("prometheus_error", 0) + 1
             return []
         self.last_error = None
         outcomes = self._outcomes(history, time.perf_counter() - t0)
@@ -126,8 +132,7 @@ class PrometheusCollector(Collector):
             for snap in hist.snapshots:
                 rec = ScrapeRecord(target, snap.ts, True, None, None, duration, 0, 0)
                 outcomes.append(Outcome(rec, snap, by_end.get(snap.ts, [])))
-                state.last_ok = snap
-                state.last_record = rec
+                state = replace(state, last_ok=snap, last_record=rec)
             for t in hist.failed:
                 rec = ScrapeRecord(
                     target,
@@ -141,9 +146,6 @@ class PrometheusCollector(Collector):
                 )
                 outcomes.append(Outcome(rec, None, []))
                 if state.last_record is None or t >= state.last_record.ts:
-                    state.last_record = rec
-            self.outcomes["ok"] = self.outcomes.get("ok", 0) + len(hist.snapshots)
-            if hist.failed:
-                failed = self.outcomes.get(ErrorKind.OTHER.value, 0) + len(hist.failed)
-                self.outcomes[ErrorKind.OTHER.value] = failed
+                    state = replace(state, last_record=rec)
+            self.states[target] = state
         return outcomes

@@ -1,7 +1,9 @@
 """Windows, diagnoses and scrape health → the instances rules are evaluated on.
 
-The glue shared by the service's evaluation job and ``replay``, so both judge the same
-fields the same way. Pure: the caller passes the time and everything it read.
+Shared by the service's evaluation round and the replays (``app.evaluate.round``,
+``app.evaluate.replay``), so both judge the same fields the same way. Pure apart from
+``SloInputs``, which reads deltas through a ``DeltaSource`` (the store, or a recording
+in memory); the caller passes the time.
 """
 
 from __future__ import annotations
@@ -25,17 +27,25 @@ from app.alerts.fields import (
 from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
 from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds
-from app.fleet.queries import FleetView, fleet_view
 from app.fleet.slo import SloSpec, attainment, burn_rate, window_counts
 from app.fleet.tracker import SloStatus, SloTracker
+from app.fleet.view import FleetView, fleet_view
 from app.model import Window
 from app.pacing import BACKGROUND_SHARE, SLO_SHARE, Pacer
-from app.queries import window_to_dict
+from app.store.sqlite import ScrapeRecord
+from app.windows.flat import window_to_dict
 
-__all__ = ["SloInputs", "evaluate_stream", "slo_input", "target_input"]
+__all__ = ["SloInputs", "evaluate_stream", "scrape_status", "slo_input", "target_input"]
 
 # The SLO alert's diagnosis and imbalance are those of the short burn window.
 SLO_VIEW_S = 300.0
+
+
+def scrape_status(record: ScrapeRecord | None) -> ScrapeStatus:
+    """The rule inputs' view of a target's latest scrape record (None: never scraped)."""
+    if record is None:
+        return ScrapeStatus()
+    return ScrapeStatus(record.ts, record.ok, record.error_kind)
 
 
 def target_input(

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime
 
 from app.diagnose.records import fmt_value
-from app.review.report import Review, StreamReview
+from app.read.review.report import Review, StreamReview
 
 __all__ = ["to_json", "to_markdown"]
 

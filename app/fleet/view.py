@@ -1,50 +1,25 @@
-"""The fleet read side shared by the API and the UI: stored deltas → fleet windows → JSON.
+"""A fleet over one window: its replicas summed, diagnosed, their imbalance, SLO figures.
 
-Window ends are multiples of ``step`` (as in ``app.queries.stream_windows``), and every
-replica is windowed over exactly the same ``(end − length, end]``.
+Pure apart from reading deltas through a ``DeltaSource``: every replica is windowed over
+exactly the same ``(start, end]``. The evaluation round reads it for the SLO alerts
+(``app.evaluate.instances``), the API and the UI to show a fleet (``app.read.fleet``).
 """
 
 from __future__ import annotations
 
-import math
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
-from app.fleet.aggregate import FleetKey, FleetWindow, fleet_window, group_streams
+from app.fleet.aggregate import FleetKey, FleetWindow, fleet_window
 from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import Imbalance, ImbalanceThresholds, find_imbalance
 from app.fleet.slo import SloSpec, attainment, goodput, window_counts
 from app.model import Window
-from app.queries import LATEST_TIME, check_windows, stop_if, window_to_dict
-from app.windows.aggregate import window, windows
+from app.windows.aggregate import window
+from app.windows.flat import window_to_dict
 
-__all__ = [
-    "FleetView",
-    "fleet_view",
-    "fleet_views",
-    "find_fleet",
-    "fleets",
-    "slo_view",
-]
-
-
-def fleets(
-    streams: Sequence[tuple[str, str]],
-    labels_of: Mapping[str, Mapping[str, str]],
-    group_by: Sequence[str] = (),
-) -> dict[FleetKey, list[str]]:
-    """Every fleet and its member targets."""
-    return group_streams(streams, labels_of, group_by)
-
-
-def find_fleet(groups: Mapping[FleetKey, list[str]], name: str) -> tuple[FleetKey, list[str]]:
-    """A fleet by its name (``llama``, ``llama{cluster=eu-1}``); KeyError when unknown."""
-    for key, members in groups.items():
-        if key.name == name:
-            return key, members
-    raise KeyError(name)
+__all__ = ["FleetView", "fleet_view", "slo_view", "view_of"]
 
 
 class FleetView:
@@ -126,7 +101,7 @@ def slo_view(w: Window, spec: SloSpec) -> dict[str, Any]:
     return _slo_block(w, spec)
 
 
-def _view(
+def view_of(
     key: FleetKey,
     members: Sequence[Window],
     start: float,
@@ -135,6 +110,7 @@ def _view(
     thresholds: ImbalanceThresholds,
     diagnose_replicas: bool,
 ) -> FleetView:
+    """The fleet of the replica windows ``members`` over ``(start, end]``, diagnosed."""
     fw = fleet_window(key, members, start=start, end=end)
     per_replica = {w.target: diagnose(w, config) for w in fw.replicas} if diagnose_replicas else {}
     return FleetView(
@@ -165,48 +141,4 @@ def fleet_view(
         )
         for t in members
     ]
-    return _view(key, ws, start, end, config, thresholds, diagnose_replicas)
-
-
-def fleet_views(
-    source: DeltaSource,
-    key: FleetKey,
-    members: Sequence[str],
-    *,
-    start: float,
-    end: float,
-    length: float,
-    step: float,
-    config: DiagnosisConfig,
-    thresholds: ImbalanceThresholds,
-    diagnose_replicas: bool = False,
-    max_length: float = LATEST_TIME,
-    cancel: threading.Event | None = None,
-) -> list[FleetView]:
-    """Fleet windows of ``length`` ending every ``step`` in ``(start, end]``, oldest first.
-
-    Checked whole before any work (:func:`app.queries.check_windows`: every member's
-    windows count against the cap); :class:`app.queries.Cancelled` is raised between
-    members and between fleet windows once ``cancel`` is set.
-    """
-    check_windows(start, end, length, step, streams=len(members), max_length=max_length)
-    first_end = min((math.floor(start / step) + 1) * step, end)
-    per_member = []
-    for t in members:
-        stop_if(cancel)
-        per_member.append(
-            windows(
-                source.intervals(t, key.model_name, first_end - length, end),
-                start=first_end - length,
-                end=end,
-                length=length,
-                step=step,
-                target=t,
-                model_name=key.model_name,
-            )
-        )
-    out = []
-    for ws in zip(*per_member, strict=True):
-        stop_if(cancel)
-        out.append(_view(key, ws, ws[0].start, ws[0].end, config, thresholds, diagnose_replicas))
-    return out
+    return view_of(key, ws, start, end, config, thresholds, diagnose_replicas)

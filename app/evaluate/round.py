@@ -1,0 +1,306 @@
+"""The evaluation round: windows of each stream → diagnose → rows → SLO → alert instances.
+
+One round at ``now``. For every target the source knows (asked each round) and every
+target with stored streams: its latest scrape (a target instance). For every stream the
+target exports: the window ``(end - window.length, end]`` diagnosed (a stream instance),
+the diagnosis kept as a row to store when the verdict changes, or every minute. For
+every SLO and fleet: its burn rates, budget and the fleet's last five minutes, diagnosed
+(``SloInputs``). ``end`` is ``now`` minus a Prometheus source's lag (its data is not
+there yet); target health is the latest scrape at ``now``.
+
+:func:`judge` turns targets and their windows into instances and diagnoses: the service
+(:class:`Evaluator`, over the store) and the replays (``app.evaluate.replay``, over a
+recording) both go through it. The alert engine is handed the instances; it owns no
+pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from app.alerts.fields import Instance, ScrapeStatus, reached
+from app.config import Settings
+from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
+from app.evaluate.instances import SloInputs, evaluate_stream, scrape_status, target_input
+from app.fleet.specs import imbalance_thresholds, slo_specs
+from app.fleet.tracker import SloStatus, SloTracker
+from app.model import Window
+from app.pacing import BACKGROUND_SHARE, Pacer
+from app.sources.base import TargetState
+from app.store.diagnoses import DiagnosisRow, DiagnosisStore, should_store
+from app.store.sqlite import Store
+from app.windows.aggregate import window
+
+__all__ = ["Evaluator", "Judged", "Round", "StreamWindow", "TargetRound", "judge"]
+
+# Streams of a target with no source state (e.g. no longer configured) count as live
+# while they have a delta this recent.
+STREAM_LIVE_S = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class StreamWindow:
+    """One stream's window of the round, and the target's scrapes inside it."""
+
+    window: Window
+    failed_scrapes: int
+    attempted_scrapes: int
+
+
+@dataclass(frozen=True, slots=True)
+class TargetRound:
+    """One target at the round: its labels, latest scrape and stream windows (which may
+    be produced lazily, one at a time)."""
+
+    name: str
+    labels: Mapping[str, str]
+    status: ScrapeStatus
+    streams: Iterable[StreamWindow] = ()
+
+
+@dataclass
+class Judged:
+    """Every instance of a round (each target's, then its streams'), and each stream's
+    window with its diagnosis."""
+
+    instances: list[Instance] = field(default_factory=list)
+    streams: list[tuple[Window, Diagnosis]] = field(default_factory=list)
+
+
+def judge(
+    targets: Iterable[TargetRound],
+    *,
+    now: float,
+    config: DiagnosisConfig,
+    stale_after: float,
+    ui_base_url: str,
+) -> Judged:
+    """Diagnose every stream window (its SLOs: ``config.slo_for``) and build the target
+    and stream instances; a target's scrape is stale after ``stale_after`` seconds."""
+    out = Judged()
+    for t in targets:
+        tgt = target_input(
+            t.name,
+            t.status,
+            now=now,
+            stale_after=stale_after,
+            labels=t.labels,
+            ui_base_url=ui_base_url,
+        )
+        out.instances.append(tgt)
+        for s in t.streams:
+            diagnosis, inst, _ = evaluate_stream(
+                s.window,
+                tgt,
+                config,
+                failed_scrapes=s.failed_scrapes,
+                attempted_scrapes=s.attempted_scrapes,
+                labels=t.labels,
+                ui_base_url=ui_base_url,
+            )
+            out.instances.append(inst)
+            out.streams.append((s.window, diagnosis))
+    return out
+
+
+@dataclass(frozen=True)
+class Round:
+    """What one evaluation round produced."""
+
+    now: float
+    end: float
+    # Targets, streams, then one per SLO and fleet: what the alert rules are evaluated on.
+    instances: list[Instance]
+    # The diagnoses worth storing (a changed verdict, or a minute since the last row).
+    diagnosis_rows: list[DiagnosisRow]
+    # Every SLO on every fleet, as the tracker last evaluated them.
+    slos: list[SloStatus]
+    # The latest window of every live stream, diagnosed (the service's gauges).
+    streams: list[tuple[Window, Diagnosis]]
+
+
+class Evaluator:
+    """Runs the round over the store for the service; keeps what it last produced."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: DiagnosisConfig,
+        slos: SloInputs,
+        *,
+        targets: Callable[[], Mapping[str, TargetState]],
+        length: float,
+        stale_after: float,
+        closed_after: float,
+        ui_base_url: str,
+        lag: float = 0.0,
+    ) -> None:
+        self.store = store
+        # Thresholds and every stream's SLOs (``app.evaluate.settings.diagnosis_config``).
+        self.config = config
+        # SLO burn rates and budgets per fleet (shared with the service's gauges and UI).
+        self.slos = slos
+        self.targets = targets
+        self.length = length
+        self.stale_after = stale_after
+        # SLO counts of chunks ending this long ago are cached: no scrape adds to them.
+        self.closed_after = closed_after
+        self.ui_base_url = ui_base_url
+        # Seconds a Prometheus source lags behind (its ingestion delay); 0 when scraping.
+        self.lag = lag
+        self.diagnoses = DiagnosisStore(store)
+        self._stored = self.diagnoses.latest()
+        self.latest_streams: list[tuple[Window, Diagnosis]] = []
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        store: Store,
+        config: DiagnosisConfig,
+        *,
+        targets: Callable[[], Mapping[str, TargetState]],
+        background_slo: bool = False,
+    ) -> Evaluator:
+        """The service's evaluator. ``background_slo``: refresh SLO burn rates in a
+        thread of their own beside the rounds, not inside them."""
+        slos = SloInputs(
+            store,
+            slo_specs(settings),
+            config,
+            group_by=settings.fleet.group_by,
+            latest_s=settings.window.length,
+            thresholds=imbalance_thresholds(settings.fleet.imbalance),
+            ui_base_url=settings.ui_base_url,
+            retention_s=settings.storage.retention_days * 86400.0,
+            refresh_s=settings.alerts.slo_evaluation_interval,
+            background=background_slo,
+        )
+        source = settings.source
+        interval = settings.scrape.interval
+        return cls(
+            store,
+            config,
+            slos,
+            targets=targets,
+            length=settings.window.length,
+            stale_after=max(3.0 * interval, 2.0 * settings.alerts.evaluation_interval),
+            closed_after=2.0 * interval,
+            ui_base_url=settings.ui_base_url,
+            lag=source.lag if source.kind == "prometheus" else 0.0,
+        )
+
+    @property
+    def tracker(self) -> SloTracker:
+        """The SLO counts cache: one for the alerts, the gauges, the API and the UI."""
+        return self.slos.tracker
+
+    def target_labels(self) -> dict[str, dict[str, str]]:
+        """Every target's labels: the source's targets, then those with stored streams."""
+        out = {name: dict(s.config.labels) for name, s in self.targets().items()}
+        for target, _ in self.store.streams():
+            out.setdefault(target, {})
+        return out
+
+    def _models(self, states: Mapping[str, TargetState], target: str, end: float) -> list[str]:
+        state = states.get(target)
+        if state is not None:
+            return [] if state.last_ok is None else sorted(state.last_ok.streams)
+        live = []
+        for _, model in self.store.streams(target):
+            if self.store.intervals(target, model, end - STREAM_LIVE_S, end):
+                live.append(model)
+        return live
+
+    def _targets(self, now: float, end: float) -> Iterator[TargetRound]:
+        length, stale = self.length, self.stale_after
+        states = self.targets()
+        pace = Pacer(BACKGROUND_SHARE)  # leave the scrape loop its share of the interpreter
+        for target, labels in self.target_labels().items():
+            records = self.store.scrapes(target, min(end - length, now - stale), now)
+            inside = [r for r in records if end - length < r.ts <= end]
+            failed = sum(1 for r in inside if not reached(r.error_kind))
+            models = self._models(states, target, end)
+            streams = self._streams(target, models, end, failed, len(inside), pace)
+            status = scrape_status(records[-1] if records else None)
+            yield TargetRound(target, labels, status, streams)
+
+    def _streams(
+        self, target: str, models: list[str], end: float, failed: int, attempted: int, pace: Pacer
+    ) -> Iterator[StreamWindow]:
+        start = end - self.length
+        for model in models:
+            pace()
+            deltas = self.store.intervals(target, model, start, end)
+            w = window(deltas, start=start, end=end, target=target, model_name=model)
+            yield StreamWindow(w, failed, attempted)
+
+    def run(self, now: float) -> Round:
+        """One round at ``now`` (blocking: store reads)."""
+        end = now - self.lag
+        judged = judge(
+            self._targets(now, end),
+            now=now,
+            config=self.config,
+            stale_after=self.stale_after,
+            ui_base_url=self.ui_base_url,
+        )
+        rows = []
+        for w, diagnosis in judged.streams:
+            cls = str(diagnosis.cls)
+            sub = None if diagnosis.sub_cause is None else str(diagnosis.sub_cause)
+            key = (w.target, w.model_name)
+            if should_store(self._stored.get(key), end, cls, sub):
+                self._stored[key] = (end, cls, sub)
+                rows.append(DiagnosisRow(*key, w.start, w.end, cls, diagnosis.to_dict()))
+        # One instance per SLO and fleet; chunks are cached once no scrape can add to them.
+        slo_instances = self.slos.instances(
+            end,
+            self.store.streams(),
+            self.target_labels(),
+            closed_until=end - self.closed_after,
+        )
+        self.latest_streams = judged.streams
+        return Round(
+            now,
+            end,
+            [*judged.instances, *slo_instances],
+            rows,
+            list(self.tracker.last),
+            judged.streams,
+        )
+
+    def save(self, done: Round) -> None:
+        """Store the round's diagnosis rows."""
+        self.diagnoses.add(done.diagnosis_rows)
+
+    def stream_windows(self, now: float) -> list[tuple[Window, Diagnosis]]:
+        """The latest window of every stored stream that has deltas in it, diagnosed
+        (blocking: store reads), as the last round would have, without its instances."""
+        length = self.length
+        end = now - self.lag
+        out = []
+        pace = Pacer(BACKGROUND_SHARE)
+        for target, model in self.store.streams():
+            pace()
+            deltas = self.store.intervals(target, model, end - length, end)
+            if not deltas:
+                continue
+            w = window(deltas, start=end - length, end=end, target=target, model_name=model)
+            scrapes = self.store.scrapes(target, end - length, end)
+            failed = sum(1 for r in scrapes if not r.ok)
+            d = diagnose(w, self.config, failed_scrapes=failed, attempted_scrapes=len(scrapes))
+            out.append((w, d))
+        return out
+
+    def slo_statuses(self, now: float, *, reuse_within: float | None = None) -> list[SloStatus]:
+        """Every SLO on every fleet at ``now`` (blocking: store reads; counts cached in the
+        tracker); the tracker's last ones when they end within ``reuse_within`` s."""
+        end = now - self.lag
+        last = self.tracker.last
+        if reuse_within is not None and last and end - last[0].end <= reuse_within:
+            return last
+        return self.tracker.evaluate(
+            end, self.store.streams(), self.target_labels(), closed_until=end - self.closed_after
+        )

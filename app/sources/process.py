@@ -1,0 +1,182 @@
+"""One target's scrape → scrape record, snapshot and interval deltas: a pure transition.
+
+:func:`process` takes what is known of a target (``TargetState``) and one fetch result,
+and returns what is known after it with the scrape's ``Outcome``; the state it was given
+is left as it was. Every source that reads pages goes through it — the live scrape, a
+recording replayed (:class:`PageFeed`), ``phasewatch diagnose`` — so a replay judges
+exactly what the service would have stored.
+
+A page that cannot be used (the fetch failed, not Prometheus text, too many series, cut
+in the middle of a line) is a failed scrape: the last good snapshot stays the baseline,
+so the next good page's delta covers the gap. A page used with something left out
+(``PARTIAL_KINDS``: new streams past the caps of ``app.scrape.admission``, signals with
+invalid values or conflicting duplicate series, ``app.scrape.normalize``) is an ok
+scrape: its record names the first problem (``error_kind``, ``error``) and the state's
+``problems`` all of them. A counter or histogram left out of a scrape keeps its previous
+value as the baseline, so the next delta covers the gap as after a failed scrape; one
+that has no previous value has no baseline, and its next value starts one (it is not
+counted from zero).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from app.config import TargetConfig
+from app.model import ErrorKind, IntervalDelta, Snapshot, StreamSnapshot
+from app.scrape.admission import StreamAdmission
+from app.scrape.client import FetchResult
+from app.scrape.reader import PageReader
+from app.sources.base import Outcome, TargetState
+from app.store.sqlite import ScrapeRecord
+from app.windows.delta import layout_changed, snapshot_deltas
+
+__all__ = ["PageFeed", "failed_outcome", "process"]
+
+
+def failed_outcome(
+    name: str, result: FetchResult, now: float, kind: ErrorKind, msg: str, parse_errors: int = 0
+) -> Outcome:
+    """The outcome of a scrape that produced nothing usable."""
+    rec = ScrapeRecord(
+        name, now, False, kind.value, msg, result.duration, result.nbytes, parse_errors
+    )
+    return Outcome(rec, None, [], result.started)
+
+
+def process(
+    state: TargetState,
+    result: FetchResult,
+    now: float,
+    *,
+    max_series: int | None = None,
+    reader: PageReader | None = None,
+    admission: StreamAdmission | None = None,
+) -> tuple[TargetState, Outcome]:
+    """Turn a fetch result into the target's next state and the scrape's outcome.
+
+    ``reader``: the caches pages are read through, owned by the caller (none: fresh
+    ones, learnt nothing from earlier pages). ``admission``: the stream caps new streams
+    must fit under (none: every stream).
+    """
+    name = state.config.name
+    if reader is None:
+        reader = PageReader()
+
+    def failed(kind: ErrorKind, msg: str, parse_errors: int = 0) -> tuple[TargetState, Outcome]:
+        outcome = failed_outcome(name, result, now, kind, msg, parse_errors)
+        return replace(state, last_record=outcome.record, problems=()), outcome
+
+    if result.error_kind is not None or result.text is None:
+        return failed(result.error_kind or ErrorKind.OTHER, result.error or "no body")
+    if not reader.looks_like_prometheus(result.text):
+        return failed(ErrorKind.NOT_PROMETHEUS, "the page is not Prometheus text format")
+    parsed = reader.parse(result.text)
+    if max_series is not None and len(parsed.samples) > max_series:
+        return failed(
+            ErrorKind.TOO_MANY_SERIES,
+            f"{len(parsed.samples)} vllm: series exceed the cap of {max_series}",
+            parsed.errors,
+        )
+    if parsed.cut_last_line:
+        # A live page that ends mid-line was cut in transit: series it lost would come
+        # back next time as phantom increases. Keep the last good snapshot instead.
+        return failed(ErrorKind.TRUNCATED, "the page ends in the middle of a line", parsed.errors)
+    snap = reader.normalize(parsed, target=name, ts=now)
+    if admission is not None:
+        snap = admission.admit(snap)
+    deltas: list[IntervalDelta] = []
+    changed: list[str] = []
+    prev = state.last_ok
+    if prev is not None and now > prev.ts:
+        for model, cur_stream in snap.streams.items():
+            prev_stream = prev.streams.get(model)
+            if prev_stream is not None:
+                changed.extend(layout_changed(prev_stream, cur_stream))
+        deltas = [_based(d, prev.streams.get(d.model_name)) for d in snapshot_deltas(prev, snap)]
+    snap = _carried(snap, prev)
+    kind: str | None
+    error: str | None
+    if snap.metrics_disabled:
+        ok, kind = False, ErrorKind.METRICS_DISABLED.value
+        error = "no vllm: metrics on the page (is the server run with --disable-log-stats?)"
+    elif changed:
+        ok, kind = False, ErrorKind.BUCKET_LAYOUT_CHANGED.value
+        error = "bucket layout changed for " + ", ".join(sorted(set(changed)))
+    else:
+        first = snap.problems[0] if snap.problems else None
+        ok, kind = True, None if first is None else first.kind.value
+        error = None if first is None else "; ".join(_problem_texts(snap))
+    rec = ScrapeRecord(name, now, ok, kind, error, result.duration, result.nbytes, parsed.errors)
+    new_state = replace(
+        state,
+        last_ok=snap,
+        last_record=rec,
+        metrics_disabled=snap.metrics_disabled,
+        problems=tuple(p.kind.value for p in snap.problems),
+    )
+    return new_state, Outcome(rec, snap, deltas, result.started)
+
+
+def _problem_texts(snap: Snapshot) -> list[str]:
+    """The first problem's detail, then ``kind: detail`` of the others (a record's
+    ``error`` is shown after its kind)."""
+    first, *others = snap.problems
+    return [first.detail, *(f"{p.kind.value}: {p.detail}" for p in others)]
+
+
+def _carried(snap: Snapshot, prev: Snapshot | None) -> Snapshot:
+    """``snap`` with the previous value of each counter and histogram it withheld: the
+    baseline of the next delta, which then covers this scrape too."""
+    if prev is None or not any(s.withheld for s in snap.streams.values()):
+        return snap
+    streams = dict(snap.streams)
+    for model, stream in snap.streams.items():
+        before = prev.streams.get(model)
+        if not stream.withheld or before is None:
+            continue
+        hists = {k: before.histograms[k] for k in stream.withheld if k in before.histograms}
+        counts = {k: before.counters[k] for k in stream.withheld if k in before.counters}
+        if hists or counts:
+            streams[model] = replace(
+                stream,
+                histograms={**stream.histograms, **hists},
+                counters={**stream.counters, **counts},
+                missing=tuple(m for m in stream.missing if m not in hists and m not in counts),
+            )
+    return replace(snap, streams=streams)
+
+
+def _based(delta: IntervalDelta, before: StreamSnapshot | None) -> IntervalDelta:
+    """``delta`` without the counters and histograms that had no baseline: withheld from
+    the previous scrape with no value to carry (their value now is not an increase)."""
+    if before is None or not before.withheld:
+        return delta
+    unbased = set(before.withheld) - before.histograms.keys() - before.counters.keys()
+    if not unbased & (delta.histograms.keys() | delta.counters.keys()):
+        return delta
+    return replace(
+        delta,
+        histograms={k: v for k, v in delta.histograms.items() if k not in unbased},
+        counters={k: v for k, v in delta.counters.items() if k not in unbased},
+    )
+
+
+class PageFeed:
+    """One target's pages, fed in time order through :func:`process`.
+
+    The one loop behind every page-by-page reader: a recording folder
+    (:mod:`app.sources.recording`), a URL watched for a while
+    (:func:`app.sources.watch.observe`), a test feeding fixture pages. It owns the
+    target's state and the caches its pages are read through. ``name`` and ``url`` are
+    labels (never fetched, not validated): the name the records and deltas carry.
+    """
+
+    def __init__(self, name: str, url: str = "http://recording.invalid/metrics") -> None:
+        self.state = TargetState(TargetConfig.model_construct(name=name, url=url, labels={}))
+        self.reader = PageReader()
+
+    def __call__(self, ts: float, result: FetchResult) -> Outcome:
+        """Process the page fetched at ``ts``; return its outcome."""
+        self.state, outcome = process(self.state, result, ts, reader=self.reader)
+        return outcome

@@ -1,0 +1,76 @@
+"""A window flattened into named fields: the API's window object and the rules' fields.
+
+``GET /api/v1/windows`` answers these objects and the alert rules read the same names
+(``app.alerts.fields.WINDOW_FIELDS``). Pure. A value that is not finite (no
+observations, a rate over nothing) is null, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from app.model import Window
+
+__all__ = ["FIELD_PREFIX", "window_to_dict"]
+
+# API field prefix for each histogram signal (``queue_time`` is reported as ``queue_p99``).
+FIELD_PREFIX: dict[str, str] = {
+    "ttft": "ttft",
+    "itl": "itl",
+    "tpot": "tpot",
+    "e2e": "e2e",
+    "queue_time": "queue",
+    "prefill_time": "prefill",
+    "decode_time": "decode",
+}
+
+
+def _clean(x: float | None) -> float | None:
+    if x is None or math.isnan(x) or math.isinf(x):
+        return None
+    return x
+
+
+def window_to_dict(w: Window) -> dict[str, Any]:
+    """Flatten a window into the API's JSON object."""
+    out: dict[str, Any] = {
+        "target": w.target,
+        "model_name": w.model_name,
+        "start": float(w.start),
+        "end": float(w.end),
+    }
+    ge_top: list[str] = []
+    for signal, prefix in FIELD_PREFIX.items():
+        qs = w.quantiles.get(signal, {})
+        for p in ("p50", "p90", "p99"):
+            q = qs.get(p)
+            out[f"{prefix}_{p}"] = _clean(q.value) if q is not None else None
+            if q is not None and q.ge_top_bucket:
+                ge_top.append(f"{prefix}_{p}")
+        out[f"{prefix}_mean"] = _clean(w.means.get(signal))
+        out[f"{prefix}_count"] = w.observations.get(signal)
+    for gauge, prefix in (("running", "running"), ("waiting", "waiting"), ("kv_usage", "kv")):
+        g = w.gauges.get(gauge)
+        out[f"{prefix}_avg"] = _clean(g.avg) if g is not None else None
+        out[f"{prefix}_max"] = _clean(g.max) if g is not None else None
+    for counter, name in (
+        ("preemptions", "preemptions_per_s"),
+        ("prompt_tokens", "prompt_tokens_per_s"),
+        ("generation_tokens", "generation_tokens_per_s"),
+    ):
+        out[name] = _clean(w.rates.get(counter))
+    out["mean_prompt_len"] = _clean(w.means.get("prompt_len"))
+    out["mean_gen_len"] = _clean(w.means.get("gen_len"))
+    queries = w.increases.get("prefix_queries")
+    hits = w.increases.get("prefix_hits")
+    out["prefix_hit_ratio"] = hits / queries if queries and hits is not None else None
+    out["requests_finished"] = sum(
+        v for k, v in w.increases.items() if k.startswith("finished:")
+    ) or (0.0 if any(k.startswith("finished:") for k in w.increases) else None)
+    out["ge_top_bucket"] = ge_top
+    out["covered_s"] = w.covered
+    out["intervals"] = w.intervals
+    out["reset"] = w.reset
+    out["missing"] = list(w.missing)
+    return out
