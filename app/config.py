@@ -53,12 +53,41 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+class TargetServerConfig(_Strict):
+    """A target's vLLM engine settings that its /metrics does not show (vLLM's engine
+    argument names); the hints start from them (``app.diagnose.server``). Unset: what the
+    page's ``cache_config_info`` says, else vLLM's default, said as assumed."""
+
+    max_num_seqs: int | None = Field(None, ge=1, description="--max-num-seqs")
+    max_num_batched_tokens: int | None = Field(
+        None, ge=1, description="--max-num-batched-tokens (the per-step token budget)"
+    )
+    max_model_len: int | None = Field(None, ge=1, description="--max-model-len")
+    gpu_memory_utilization: float | None = Field(
+        None, gt=0, le=1, description="--gpu-memory-utilization"
+    )
+    block_size: int | None = Field(None, ge=1, description="--block-size, tokens per KV block")
+    enable_prefix_caching: bool | None = Field(None, description="--enable-prefix-caching")
+    kv_cache_dtype: str | None = Field(None, description="--kv-cache-dtype (auto, fp8, …)")
+    quantization: str | None = Field(None, description="--quantization (fp8, awq, …)")
+    tensor_parallel_size: int | None = Field(None, ge=1, description="--tensor-parallel-size")
+    model: str | None = Field(None, description="the model served (free text)")
+    device: str | None = Field(
+        None,
+        description="the GPU, e.g. H100-80GB (a size in the name, or a known GPU, "
+        "gives its memory)",
+    )
+
+
 class TargetConfig(_Strict):
     """One vLLM server to scrape."""
 
     name: str
     url: str
     labels: dict[str, str] = Field(default_factory=dict)
+    server: TargetServerConfig | None = Field(
+        None, description="the server's engine settings its /metrics does not show"
+    )
 
     @field_validator("name")
     @classmethod
@@ -106,6 +135,12 @@ class SloConfig(SloValues):
     a model key; resolved per stream by ``app.evaluate.settings``)."""
 
     overrides: dict[str, SloValues] = Field(default_factory=dict)
+    min_events_for_budget: int = Field(
+        1000,
+        ge=0,
+        description="an error budget is judged once its period holds this many events of "
+        "each objective (fewer: 'n/a'; a handful of requests is no budget)",
+    )
 
 
 class StorageConfig(_Strict):
@@ -226,6 +261,11 @@ class AlertsConfig(_Strict):
     default_rules: bool = Field(True, description="load the shipped rule pack")
     rules_file: str | None = Field(None, description="a YAML rule file, added to the pack")
     evaluation_interval: float = Field(15.0, gt=0, le=3600, description="seconds")
+    fire_on_unproven: bool = Field(
+        False,
+        description="the default TTFT/ITL over-SLO rules also fire on an unproven breach "
+        "(the p99 in a histogram bucket around the SLO, more likely than not over it)",
+    )
     slo_evaluation_interval: float = Field(
         60.0,
         ge=0,
@@ -348,9 +388,18 @@ class Settings(BaseSettings):
     api_token: str | None = Field(
         None, description="bearer token for the write endpoints (silences); none: they are off"
     )
-    ui_base_url: str = Field(
-        "http://127.0.0.1:8321/ui", description="the UI's address, for links in alerts"
+    ui_base_url: str | None = Field(
+        None,
+        description="the UI's external address, for links in alerts (as Prometheus' "
+        "--web.external-url); unset: derived from where the service listens",
     )
+
+    def ui_url(self, hostname: str) -> str:
+        """The UI's address for the links in alerts: ``ui_base_url`` when set, else where
+        ``server`` listens (:func:`resolve_ui_base_url`; ``hostname``: this machine's)."""
+        return resolve_ui_base_url(
+            self.ui_base_url, self.server.host, self.server.port, hostname=hostname
+        )
 
     @field_validator("source", mode="before")
     @classmethod
@@ -375,6 +424,29 @@ class Settings(BaseSettings):
                 raise ValueError(f"duplicate target name {t.name!r}")
             seen.add(t.name)
         return v
+
+
+_ALL_INTERFACES = {"", "0.0.0.0", "::", "[::]"}
+
+
+def resolve_ui_base_url(configured: str | None, host: str, port: int, *, hostname: str) -> str:
+    """The UI's base URL for links in notifications (no trailing slash).
+
+    ``configured`` (``ui_base_url``) is the external URL, used as given: behind a proxy
+    only the operator knows it. Unset, it is where the service listens,
+    ``http://HOST:PORT/ui``; a service listening on every interface (``0.0.0.0``, ``::``)
+    is named by ``hostname`` (the machine's, ``socket.gethostname()``: the caller reads
+    it, this module does no I/O), which its peers can resolve, not by an address nobody
+    can open. An IPv6 address is bracketed.
+    """
+    if configured:
+        return configured.rstrip("/")
+    name = host.strip()
+    if name in _ALL_INTERFACES:
+        name = hostname or "localhost"
+    if ":" in name and not name.startswith("["):
+        name = f"[{name}]"
+    return f"http://{name}:{port}/ui"
 
 
 class _FileSource(PydanticBaseSettingsSource):

@@ -14,7 +14,10 @@ from app.api.errors import document_message_details, validation_error
 from app.api.limits import DEFAULT_MAX_BODY, BodyLimit
 from app.api.routes import alerts, diagnoses, fleet, health, silences, slo, targets, windows
 from app.config import Settings
+from app.evaluate.settings import diagnosis_config
+from app.fleet.specs import slo_specs
 from app.service import Service
+from app.ui.fleetdata import FleetOptions
 from app.ui.mount import mount_live
 
 
@@ -59,5 +62,16 @@ def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
     api.include_router(slo.router)
     app.include_router(api)
     app.include_router(health.router)
-    mount_live(app, settings, warm=start_jobs)  # the Dash UI under /ui
+    mount_live(  # the Dash UI under /ui
+        app,
+        window=settings.window,
+        scrape=settings.scrape,
+        source=settings.source,
+        config=diagnosis_config(settings),
+        fleet=FleetOptions.from_config(
+            settings.fleet, settings.storage, slo_specs(settings), settings.targets
+        ),
+        alerts=settings.alerts.enabled,
+        warm=start_jobs,
+    )
     return app

@@ -7,6 +7,7 @@ The core (``windows``, ``diagnose``, alert state) only ever sees these types; th
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
@@ -275,7 +276,10 @@ class Window:
     fleet views and SLO attainment can recompute from buckets. ``covered`` is the seconds
     of the window covered by deltas; ``intervals`` how many deltas were summed.
     ``derived`` holds the numbers computed from all of these
-    (``app.windows.aggregate.derive``) under their canonical names.
+    (``app.windows.aggregate.derive``) under their canonical names. ``info`` is the
+    stream's ``vllm:cache_config_info`` labels (``block_size``, ``num_gpu_blocks``,
+    ``gpu_memory_utilization``…; ``StreamSnapshot.info``) as of the window's end, where
+    the caller has the pages (empty: not known); deltas do not carry it.
     """
 
     target: str
@@ -296,3 +300,4 @@ class Window:
     # Seconds from the window's first gauge sample to its last (0 with fewer than two).
     gauge_span: float = 0.0
     derived: Derived = field(default_factory=Derived)
+    info: Mapping[str, str] = field(default_factory=dict)

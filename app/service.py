@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import socket
 import sqlite3
 import time
 from dataclasses import asdict, dataclass, replace
@@ -86,6 +87,10 @@ class Service:
     """Everything one phasewatch process owns."""
 
     def __init__(self, settings: Settings) -> None:
+        # The links in alerts: the configured external URL, or where this process listens
+        # (resolved once, so every part that builds alerts reads the same address).
+        ui_base_url = settings.ui_url(socket.gethostname())
+        settings = settings.model_copy(update={"ui_base_url": ui_base_url})
         self.settings = settings
         # Every alert round windows every stream's last minute: keep that in memory.
         recent = settings.window.length + 3.0 * settings.scrape.interval
@@ -93,13 +98,21 @@ class Service:
         self.source: Source
         self.scrape_clients: ClientPool | None = None
         if settings.source.kind == "prometheus":
-            self.source = PrometheusFollower(settings, self.store)
+            self.source = PrometheusFollower(
+                settings.source,
+                settings.targets,
+                self.store,
+                length=settings.window.length,
+                interval=settings.scrape.interval,
+            )
         else:
             self.scrape_clients = ClientPool(
                 follow_redirects=False,
                 headers={"User-Agent": "phasewatch"},
             )
-            self.source = ScrapeSource(settings, self.store, self.scrape_clients)
+            self.source = ScrapeSource(
+                settings.scrape, settings.targets, self.store, self.scrape_clients
+            )
         self.metrics: SelfMetrics = build_self_metrics()
         self.diagnosis_config = diagnosis_config(settings)
         # Live: SLO burn rates are refreshed beside the alert rounds, not inside them.
@@ -108,10 +121,15 @@ class Service:
             self.store,
             self.diagnosis_config,
             targets=self.source.targets,
+            ui_base_url=ui_base_url,
             background_slo=True,
         )
         self.alerting = Alerting(
-            settings, self.store, self.metrics.registry, evaluate=self.evaluate_alerts
+            settings.alerts,
+            self.store,
+            self.metrics.registry,
+            ui_base_url=ui_base_url,
+            evaluate=self.evaluate_alerts,
         )
         self.stream_metrics: StreamMetrics = build_stream_metrics(self.metrics.registry)
         self.slo_metrics = build_slo_metrics(self.metrics.registry)
@@ -243,6 +261,19 @@ class Service:
         if removed:
             log.info("retention removed %d rows", removed)
         self.metrics.store_bytes.set(self.store.size_bytes())
+
+    def liveness(self, now: float) -> dict[str, Any]:
+        """Whether the scheduler runs (``starting`` until it does), the rounds each job has
+        finished so far (scrape, alert evaluation, outbox send) and the components' status."""
+        return {
+            "status": "ok" if self.scheduler.running else "starting",
+            "targets": len(self.source.targets()),
+            "rounds": self.source.rounds,
+            "evaluations": self.alerting.evaluations,
+            "send_rounds": self.alerting.send_rounds,
+            "schema_version": self.store.schema_version,
+            "components": self.components(now)["status"],
+        }
 
     def components(self, now: float) -> dict[str, Any]:
         """Health of what the service needs besides its targets: the store's write path,

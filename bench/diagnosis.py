@@ -69,8 +69,7 @@ CLASSES = (
     "queue_bound",
     "kv_pressure",
 )
-# The simulator's truth has a problem class the vocabulary does not have yet: stalled.
-PROBLEMS = {str(c) for c in PROBLEM_CLASSES} | {"stalled"}
+PROBLEMS = {str(c) for c in PROBLEM_CLASSES}
 WINDOW, STEP = 60.0, 15.0
 DURATION = 600.0  # when a scenario gives none
 LEAD_IN_S = 180.0

@@ -18,7 +18,8 @@ def test_defaults_ship_the_pack_with_resend_below_alertmanagers_resolve_timeout(
     assert s.alerts.enabled and s.alerts.default_rules and s.alerts.rules_file is None
     assert s.alerts.resend_interval < 300
     assert s.api_token is None
-    assert s.ui_base_url == "http://127.0.0.1:8321/ui"
+    assert s.ui_base_url is None  # derived from where the service listens
+    assert s.ui_url("host-a") == "http://127.0.0.1:8321/ui"
 
 
 def test_token_and_receivers_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

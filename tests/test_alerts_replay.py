@@ -51,6 +51,15 @@ def test_default_pack_fires_on_the_matching_scenario(
     assert isinstance(first["at"], float) and first["at"] > START
 
 
+def test_a_hung_engine_fires_engine_stalled(tmp_path: Path) -> None:
+    folder = record("hang", tmp_path / "hang", duration=1110, seed=1)
+    transitions = replay_recording(folder, default_rules())
+    stalled = [t for t in transitions if t["alertname"] == "PhasewatchEngineStalled"]
+    assert [t["state"] for t in stalled] == ["pending", "firing"]
+    assert stalled[1]["labels"]["severity"] == "critical"
+    assert stalled[1]["annotations"]["hints"].startswith("- Check the engine")
+
+
 def test_default_pack_is_silent_on_healthy(recordings: dict[str, Path]) -> None:
     assert replay_recording(recordings["healthy"], default_rules()) == []
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from app.alerts import expr as ex
 from app.alerts.fields import WINDOW_FIELDS
 from app.alerts.rules import (
     RuleError,
@@ -26,6 +27,7 @@ def test_default_pack_has_every_promised_rule() -> None:
         "PhasewatchMetricsDisabled",
         "PhasewatchTTFTOverSLO",
         "PhasewatchITLOverSLO",
+        "PhasewatchEngineStalled",
         "PhasewatchKVCachePressure",
         "PhasewatchPreemptions",
         "PhasewatchQueueBuildup",
@@ -38,11 +40,32 @@ def test_default_pack_has_every_promised_rule() -> None:
     assert rules["PhasewatchTargetDown"].scope == "target"
     assert rules["PhasewatchMetricsDisabled"].scope == "target"
     assert rules["PhasewatchKVCachePressure"].scope == "stream"
+    assert rules["PhasewatchEngineStalled"].severity == "critical"
     for rule in rules.values():
         notes = dict(rule.annotations)
         assert "summary" in notes and "ui_url" in notes
         if rule.scope in ("stream", "slo"):
             assert {"diagnosis", "hints"} <= set(notes), rule.name
+
+
+@pytest.mark.parametrize(
+    ("judged", "fire_on_unproven", "fires"),
+    [
+        ("over", False, True),
+        ("unproven", False, False),
+        ("unproven", True, True),
+        ("within", True, False),
+    ],
+)
+def test_over_slo_rules_read_the_diagnosis_judgement(
+    judged: str, fire_on_unproven: bool, fires: bool
+) -> None:
+    """An unproven breach (the p99 in a bucket around the SLO) fires the default over-SLO
+    rules only with ``alerts.fire_on_unproven``, whatever the interpolated p99 says."""
+    rules = {r.name: r for r in default_rules()}
+    for name, field in (("PhasewatchTTFTOverSLO", "ttft_slo"), ("PhasewatchITLOverSLO", "itl_slo")):
+        fields = {field: judged, "fire_on_unproven": fire_on_unproven, "ttft_p99": 2.37}
+        assert ex.evaluate(rules[name].condition, fields).holds is fires, (name, judged)
 
 
 def test_window_fields_match_the_windows_api() -> None:

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
 from pathlib import Path
 
+import httpx
 import pytest
 
 from app.cli import COMMANDS, main
@@ -107,3 +115,84 @@ def test_nothing_outside_the_cli_package_imports_it() -> None:
                 names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
             for name in names:
                 assert name != "app.cli" and not name.startswith("app.cli."), (path, name)
+
+
+def test_the_demo_runs_a_fleet_of_three_beside_single_servers_of_other_models(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from app.cli.demo import DEMO, start_servers, stop_servers
+
+    servers, targets = start_servers(DEMO)
+    try:
+        models = {
+            t["name"]: set(re.findall(r'model_name="([^"]+)"', httpx.get(t["url"]).text))
+            for t in targets
+        }
+    finally:
+        stop_servers(servers)
+    assert all(len(m) == 1 for m in models.values()), models  # one model per server
+    per_model = Counter(m for ms in models.values() for m in ms)
+    (fleet,) = [m for m, n in per_model.items() if n > 1]
+    assert per_model[fleet] == 3 and len(per_model) >= 3  # singles of other models beside
+    replicas = sorted(t for t, ms in models.items() if fleet in ms)
+    assert replicas == ["sim-chat-0", "sim-chat-1", "sim-chat-2"]
+    (chat,) = [s for s in DEMO if s.replicas > 1]
+    assert chat.replica_set == {2: {"workload.rate_multiplier": 2.5}}  # one bad replica
+    assert {"incident", "kv_pressure", "prefill_interference"} <= {s.scenario for s in DEMO}
+    out = capsys.readouterr().out
+    assert "at 1 min spike (queue_bound)" in out  # what the demo runs, said by the demo
+
+
+def test_sim_list_and_the_demo_each_say_when_their_incident_spikes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from app.cli.demo import INCIDENT_SPIKE_AT_S, scenario_of
+    from app.cli.sim import timeline_text
+
+    assert main(["sim", "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert "at 5 min spike (queue_bound); at 10 min recovery (healthy)" in listed
+    demo = timeline_text(scenario_of("incident", "m")) or ""
+    assert f"at {INCIDENT_SPIKE_AT_S / 60:g} min spike (queue_bound)" in demo
+    assert "at 6 min recovery" in demo and "repeats every 15 min" in demo
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_links_its_alerts_to_the_port_it_listens_on(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "rules:\n  - alert: Down\n    expr: target_up == 0\n"
+        '    annotations: {ui_url: "{{ ui_url }}"}\n'
+    )
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "targets: [{name: dead, url: 'http://127.0.0.1:9/metrics'}]\n"
+        "scrape: {interval: 1, timeout: 0.5}\n"
+        f"alerts: {{default_rules: false, rules_file: {rules}, evaluation_interval: 1}}\n"
+    )
+    port = _free_port()  # not 8321: the links must follow --port, not a default
+    cmd = [sys.executable, "-m", "app.cli", "serve", "--config", str(cfg), "--port", str(port)]
+    log = tmp_path / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*cmd, "--db", str(tmp_path / "pw.db")], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        deadline = time.monotonic() + 90  # a bound for a busy machine, not a timing claim
+        alerts: list[dict[str, object]] = []
+        while not alerts and proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):  # not listening yet
+                alerts = httpx.get(f"http://127.0.0.1:{port}/api/v1/alerts", timeout=5).json()
+            if not alerts:
+                time.sleep(0.2)  # polling the condition, not waiting out a duration
+        assert alerts, log.read_text(errors="replace")[-2000:]
+        ui_url = str(alerts[0]["annotations"]["ui_url"])  # type: ignore[index]
+        assert ui_url.startswith(f"http://127.0.0.1:{port}/ui/targets/dead?"), ui_url
+    finally:
+        proc.terminate()
+        proc.wait(30)

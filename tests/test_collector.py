@@ -45,7 +45,7 @@ def make(tmp_path: Path, pages: Pages, *, db: str = "pw.db") -> ScrapeSource:
         },
     )
     client = httpx.AsyncClient(transport=httpx.MockTransport(pages))
-    return ScrapeSource(settings, Store(settings.storage.path), client)
+    return ScrapeSource(settings.scrape, settings.targets, Store(settings.storage.path), client)
 
 
 def rounds(col: ScrapeSource, times: list[float]) -> None:
@@ -146,7 +146,8 @@ def test_page_with_too_many_series_is_capped_and_reported(tmp_path: Path) -> Non
     )
     pages = Pages({"a": [many], "b": [page(1)]})
     col = ScrapeSource(
-        settings,
+        settings.scrape,
+        settings.targets,
         Store(settings.storage.path),
         httpx.AsyncClient(transport=httpx.MockTransport(pages)),
     )

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, load_settings, parse_target_flag
+from app.config import ConfigError, load_settings, parse_target_flag, resolve_ui_base_url
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -80,3 +80,20 @@ def test_target_flag_parses_and_rejects() -> None:
     assert parse_target_flag("a=http://h:1/metrics") == {"name": "a", "url": "http://h:1/metrics"}
     with pytest.raises(ConfigError):
         parse_target_flag("no-url")
+
+
+def test_ui_base_url_is_where_the_service_listens_unless_set() -> None:
+    # Unset: the listening address and port, so a link works with --port 18321.
+    assert resolve_ui_base_url(None, "127.0.0.1", 18321, hostname="h") == (
+        "http://127.0.0.1:18321/ui"
+    )
+    # On every interface: this machine's name, which its peers can open.
+    for everywhere in ("0.0.0.0", "::"):
+        url = resolve_ui_base_url(None, everywhere, 8321, hostname="gpu-box-7")
+        assert url == "http://gpu-box-7:8321/ui"
+    assert resolve_ui_base_url(None, "::1", 9000, hostname="h") == "http://[::1]:9000/ui"
+    # Set: the external URL as given (a proxy in front), whatever the port.
+    external = "https://phasewatch.example.com/ui/"
+    assert resolve_ui_base_url(external, "0.0.0.0", 1, hostname="h") == external.rstrip("/")
+    s = load_settings(None, {"server": {"host": "0.0.0.0", "port": 18321}})
+    assert s.ui_base_url is None and s.ui_url("gpu-box-7") == "http://gpu-box-7:18321/ui"

@@ -160,7 +160,9 @@ def make_collector(tmp_path: Path, url: str) -> ScrapeSource:
             "scrape": {"timeout": 2.0},
         },
     )
-    return ScrapeSource(settings, Store(settings.storage.path), httpx.AsyncClient())
+    return ScrapeSource(
+        settings.scrape, settings.targets, Store(settings.storage.path), httpx.AsyncClient()
+    )
 
 
 def ttft_count(store: Store) -> float:

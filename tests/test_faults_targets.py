@@ -34,7 +34,9 @@ def collector(tmp_path: Path, urls: dict[str, str]) -> ScrapeSource:
             "scrape": {"timeout": TIMEOUT},
         },
     )
-    return ScrapeSource(settings, Store(settings.storage.path), httpx.AsyncClient())
+    return ScrapeSource(
+        settings.scrape, settings.targets, Store(settings.storage.path), httpx.AsyncClient()
+    )
 
 
 def run(col: ScrapeSource, steps: list[tuple[float, Callable[[], None] | None]]) -> None:

@@ -85,7 +85,7 @@ async def _scrape(settings: Settings, clock: SteppedClock, keep: set[float]) -> 
     pages: dict[float, list[str]] = {}
     base = settings.targets[0].url.rsplit("/replica/", 1)[0]
     async with httpx.AsyncClient() as client:
-        collector = ScrapeSource(settings, store, client)
+        collector = ScrapeSource(settings.scrape, settings.targets, store, client)
         start = clock.t
         for k in range(ROUNDS + 1):
             clock.t = start + 5.0 * k

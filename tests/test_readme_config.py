@@ -51,3 +51,16 @@ def test_the_reference_loads(tmp_path: Path) -> None:
 def test_the_reference_names_every_setting() -> None:
     missing = _model_keys(Settings) - _doc_keys(yaml.safe_load(_reference()))
     assert not missing, f"settings missing from the README's reference: {sorted(missing)}"
+
+
+def test_the_reference_names_every_target_setting_and_server_key() -> None:
+    """``targets`` is a list: its entries' settings, and their ``server:`` block (the
+    engine settings the hints start from), are named in the reference's first target."""
+    from app.config import TargetConfig, TargetServerConfig
+    from app.diagnose.server import SERVER_KEYS
+
+    target = yaml.safe_load(_reference())["targets"][0]
+    assert set(TargetConfig.model_fields) <= set(target)
+    assert set(TargetServerConfig.model_fields) <= set(target["server"])
+    # The configuration's keys are the diagnosis' (``app.evaluate.settings``).
+    assert tuple(TargetServerConfig.model_fields) == SERVER_KEYS

@@ -30,6 +30,7 @@ class Stored:
     url: str
     start: float
     end: float
+    spelling: str = "vllm:"
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def stored(
     assert to_openmetrics(rec, om, labels=labels, spelling=request.param) > 10_000
     backfill(om, tmp / "data")
     with prometheus(tmp, data=tmp / "data") as url:
-        yield Stored(url, start, start + DURATION)
+        yield Stored(url, start, start + DURATION, request.param)
 
 
 def test_markdown_report_of_the_incident(
@@ -82,11 +83,53 @@ def test_markdown_report_of_the_incident(
     labels = [row.split("**")[1] for row in rows]
     # healthy before the spike, queue-bound during it, and back to healthy at the end
     assert labels[0] == "healthy" and labels[-1] == "healthy", labels
-    assert "queue_bound" in labels, labels
+    # (the label carries the sub-cause the healthy hour before the range tells apart)
+    assert any(label.split("/")[0] == "queue_bound" for label in labels), labels
     assert "| ttft_p99 |" in out and "queue_bound |" in out  # a TTFT spike, queue-bound at peak
-    assert "### queue_bound:" in out and "Evidence:" in out and "What to change" in out
+    assert "### queue_bound" in out and "Evidence:" in out and "What to change" in out
     assert "waiting_avg" in out and "queue_share" in out
     assert "## Alerts that would have fired" in out
+
+
+def test_html_report_of_the_incident_opens_offline_with_its_charts(
+    stored: Stored, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--html FILE``: one file with the five charts, evidence, hints and alerts; opened
+    from disk in Chromium with the network off, its chart is drawn."""
+    from tests.test_ui_browser import ARTIFACTS, chromium, open_offline
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    spelling = "openmetrics" if stored.spelling == "vllm_" else "text"
+    report = ARTIFACTS / f"review-{spelling}.html"
+    code = main(
+        [
+            "review",
+            "--prometheus",
+            stored.url,
+            "--start",
+            str(stored.start + 120),
+            "--end",
+            str(stored.end),
+            "--selector",
+            '{job="vllm"}',
+            "--html",
+            str(report),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert out.strip() == f"wrote {report} (1 stream(s), 1 chart(s))"  # not the Markdown too
+    doc = report.read_text(encoding="utf-8")
+    assert doc.startswith("<!DOCTYPE html>") and 'Plotly.newPlot("stream-0"' in doc
+    with chromium() as browser:  # after the CLI: its asyncio.run needs this thread free
+        seen = open_offline(browser, report, report.stem)
+    assert seen["charts"] == 1 and seen["traces"][0] > 10
+    assert not seen["errors"] and not seen["dialogs"] and not seen["requests"], seen
+    text = seen["text"]
+    assert "meta-llama/Llama-3.1-8B-Instruct @ vllm-0:8000" in text
+    for part in ("Timeline", "p99 spikes", "Queue-bound", "Evidence", "What to change"):
+        assert part in text, part
+    assert "Alerts that would have fired" in text
 
 
 def test_json_report_and_selector_that_matches_nothing(

@@ -194,7 +194,9 @@ def make_collector(tmp_path: Path, url: str, **scrape: Any) -> ScrapeSource:
             "scrape": {"timeout": 2.0, **scrape},
         },
     )
-    return ScrapeSource(settings, Store(settings.storage.path), httpx.AsyncClient())
+    return ScrapeSource(
+        settings.scrape, settings.targets, Store(settings.storage.path), httpx.AsyncClient()
+    )
 
 
 def scrape(col: ScrapeSource, steps: list[tuple[float, Callable[[], None] | None]]) -> None:

@@ -121,6 +121,39 @@ def test_burn_rate_is_the_fastest_objective_and_budget_the_smallest_left() -> No
     assert left.per_objective["itl"] == pytest.approx(0.8)
 
 
+def test_the_budget_is_not_judged_below_its_minimum_of_events() -> None:
+    # 85 s into a demo: 300 requests, 9 of them slow — "overspent (-200 %)" would say
+    # nothing about a 30-day budget; it reads n/a with the events it has.
+    few = SloCounts(
+        tallies={
+            "ttft": Tally(291.0, 300.0, 291.0, 291.0),
+            "itl": Tally(40_000.0, 40_000.0, 40_000.0, 40_000.0),
+        }
+    )
+    left = budget(few, 0.99, min_events=1000)
+    assert left.remaining is None and left.objective is None and not left.judged
+    assert left.events == 300.0 and left.min_events == 1000  # the fewest of any objective
+    assert left.per_objective == {"itl": None, "ttft": None}
+    assert left.to_dict()["events"] == 300.0
+    assert budget(few, 0.99).remaining == pytest.approx(-2.0)  # no minimum: judged
+    enough = SloCounts(tallies={"ttft": Tally(1190.0, 1200.0, 1190.0, 1190.0)})
+    judged = budget(enough, 0.99, min_events=1000)
+    assert judged.judged and judged.remaining == pytest.approx(1 - 10 / 12)
+    # An objective without events does not hold the others back.
+    idle_tpot = SloCounts(tallies={**enough.tallies, "tpot": Tally()})
+    assert budget(idle_tpot, 0.99, min_events=1000).remaining == judged.remaining
+
+
+def test_the_minimum_of_events_comes_from_the_slo_section() -> None:
+    from app.config import Settings
+    from app.fleet.specs import slo_specs
+
+    assert {s.min_events for s in slo_specs(Settings())} == {1000.0}
+    chat = {"name": "chat", "ttft": 2.0}
+    custom = Settings(slo={"min_events_for_budget": 50}, slos=[chat])  # type: ignore[arg-type]
+    assert [s.min_events for s in slo_specs(custom)] == [50.0]
+
+
 def test_goodput_is_a_range_with_the_union_bound_as_estimate() -> None:
     spec = SloSpec("s", ttft=2.0, itl=0.1)
     counts = SloCounts(

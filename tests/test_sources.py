@@ -109,7 +109,7 @@ def test_the_scrape_source_asks_its_discovery_for_the_targets_every_round(
     discovery = Changing(["a"])
     store = Store(settings.storage.path)
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    source = ScrapeSource(settings, store, client, discovery)
+    source = ScrapeSource(settings.scrape, discovery, store, client)
     assert list(source.targets()) == ["a"]
 
     async def go() -> None:

@@ -314,7 +314,14 @@ def test_collector_rounds_store_what_prometheus_holds(
     store = Store(settings.storage.path)
 
     async def go() -> None:
-        col = PrometheusFollower(settings, store, _source(fake, step=5.0))
+        col = PrometheusFollower(
+            settings.source,
+            settings.targets,
+            store,
+            length=settings.window.length,
+            interval=settings.scrape.interval,
+            reader=_source(fake, step=5.0),
+        )
         first = await col.read_round(start + 60)
         assert {o.record.target for o in first} == {"sim:8000"}
         targets = col.targets()

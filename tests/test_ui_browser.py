@@ -4,7 +4,8 @@ Seeded data: a simulated ``incident`` recording (healthy → ×4 traffic spike �
 and a short ``healthy`` one whose model is named ``<script>alert(1)</script>``, both
 written into a temp store through the collector's own path, plus one firing and one
 resolved alert saved through the alert repository. The service runs under uvicorn on a
-free loopback port. Screenshots (and the exported Markdown) go to ``test-artifacts/ui``.
+free loopback port. Screenshots (and the exported Markdown and HTML) go to
+``test-artifacts/ui``. The HTML reports are opened from file with the network off.
 Under CI=true a missing Chromium or Playwright fails the run; elsewhere it skips.
 """
 
@@ -14,6 +15,7 @@ import math
 import os
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,8 +58,10 @@ class Seeded:
     recording: Path
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
+@contextmanager
+def chromium() -> Iterator[Any]:
+    """Debian's Chromium under Playwright; missing: a failure under CI=true, else a skip.
+    While it is open, ``asyncio.run`` cannot run in this thread (Playwright's loop is)."""
     exe = require_binary("chromium")
     try:
         from playwright.sync_api import sync_playwright
@@ -68,8 +72,16 @@ def browser() -> Iterator[Any]:
         pytest.skip(msg)
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=exe, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with chromium() as b:
         yield b
-        b.close()
 
 
 def _seed_alerts(store: Store, start: float) -> None:
@@ -180,6 +192,64 @@ class Session:
         assert not self.dialogs, f"a label value ran as script: {self.dialogs}"
 
 
+def open_offline(browser: Any, path: Path, shot: str, *, charts: int = 1) -> dict[str, Any]:
+    """Open an HTML file with the network off (and any non-file request aborted), wait
+    for ``charts`` Plotly charts to be drawn, screenshot it; returns what it saw:
+    console errors, dialogs (a script from data would raise one) and requests."""
+    context = browser.new_context(offline=True, viewport={"width": 1400, "height": 1000})
+    seen: dict[str, Any] = {"errors": [], "dialogs": [], "requests": []}
+
+    def only_files(route: Any) -> None:
+        if route.request.url.startswith("file:"):
+            route.continue_()
+        else:
+            seen["requests"].append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_files)
+    page = context.new_page()
+    page.on("console", lambda m: seen["errors"].append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: seen["errors"].append(str(e)))
+    page.on("dialog", lambda d: (seen["dialogs"].append(d.message), d.dismiss()))
+    try:
+        page.goto(path.as_uri())
+        page.wait_for_function(
+            "(() => { const g = [...document.querySelectorAll('.js-plotly-plot')];"
+            f" return g.length >= {charts} && g.every(x => x.data && x._fullLayout); }})()",
+            timeout=TIMEOUT_MS,
+        )
+        seen["charts"] = page.locator(".js-plotly-plot").count()
+        seen["traces"] = page.evaluate(
+            "[...document.querySelectorAll('.js-plotly-plot')].map(g => g.data.length)"
+        )
+        seen["text"] = page.inner_text("body")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
+    finally:
+        context.close()
+    return seen
+
+
+def annotation_boxes(page: Any, graph_id: str) -> list[dict[str, Any]]:
+    """The drawn boxes of a chart's annotations (the marks' labels), with their text."""
+    boxes: list[dict[str, Any]] = page.evaluate(
+        f"[...document.querySelectorAll('#{graph_id} .annotation')].map(a => {{"
+        " const r = a.getBoundingClientRect();"
+        " return {text: a.textContent, x0: r.left, x1: r.right, y0: r.top, y1: r.bottom}; })"
+    )
+    return boxes
+
+
+def overlapping(boxes: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    """Pairs of boxes that cover each other."""
+    out = []
+    for i, a in enumerate(boxes):
+        for b in boxes[i + 1 :]:
+            if a["x0"] < b["x1"] and b["x0"] < a["x1"] and a["y0"] < b["y1"] and b["y0"] < a["y1"]:
+                out.append((a["text"], b["text"]))
+    return out
+
+
 @pytest.fixture
 def session(browser: Any, seeded: Seeded) -> Iterator[Session]:
     s = Session(browser, seeded.url)
@@ -211,6 +281,18 @@ def test_overview_to_target_to_incident_export(session: Session, seeded: Seeded)
     assert any(EVIL in t for t in texts), "the model name must show as plain text"
     assert not page.evaluate("[...document.scripts].some(s => s.text.includes('alert(1)'))")
     assert page.locator(".card .badge").count() == cards.count()
+    assert page.locator("main h2").first.inner_text() == "Overview"  # as the nav says
+    incident = next(t for t in texts if "sim-incident" in t)
+    for name in ("TTFT p50", "TTFT p99", "ITL p50", "ITL p99", "running", "waiting", "KV"):
+        assert name in incident, name
+    # The class strip has a time axis; a value and its SLO mark (▲) stay on one line.
+    assert page.locator(".mini-band-axis").count() == page.locator(".mini-band").count() > 0
+    assert "−15 min" in incident and "now" in incident
+    assert page.evaluate(
+        "[...document.querySelectorAll('.metric-value')]"
+        ".every(v => getComputedStyle(v).whiteSpace === 'nowrap'"
+        " && v.getClientRects().length === 1)"
+    )
     session.shot("overview")
 
     page.click(".card-link:has-text('sim-incident')")
@@ -224,6 +306,12 @@ def test_overview_to_target_to_incident_export(session: Session, seeded: Seeded)
     card = page.locator(".diagnosis-card").inner_text()
     assert "confidence" in card and "latest window" in card
     assert "Evidence" in card and "What to change" in card
+    # 15 minutes of history on the 1 h view: the charts fit the data, not the empty hour.
+    shown = page.evaluate(
+        "document.querySelector('#target-graph .js-plotly-plot')._fullLayout.xaxis.range"
+    )
+    lo, hi = (timerange.parse_time(t) or 0.0 for t in shown)
+    assert 900 <= hi - lo < 1500 and lo >= seeded.start - 300, (shown, seeded.start)
 
     # Zooming one row (a drag on the TTFT chart) zooms all five; a live refresh keeps it.
     box = page.locator("#target-graph .nsewdrag[data-subplot='x2y2']").bounding_box()
@@ -262,10 +350,13 @@ def test_overview_to_target_to_incident_export(session: Session, seeded: Seeded)
     page.wait_for_selector(".spike-open", timeout=TIMEOUT_MS)
     row = page.locator(".spike-row").first.inner_text()
     assert "Queue-bound" in row
+    unasked: list[str] = []
+    page.on("download", lambda d: unasked.append(d.suggested_filename))
     page.locator(".spike-open").first.click()
     page.wait_for_selector("#incident-view .diagnosis-card", timeout=TIMEOUT_MS)
     names = session.graph_traces("incident-graph")
     assert set(names) >= FIVE_METRICS and "Queue-bound" in names
+    assert not unasked, f"opening an incident downloaded {unasked}"  # only a click exports
     detail = page.locator("#incident-detail").inner_text()
     assert "PhasewatchTTFTOverSLO firing" in detail
     with page.expect_download() as download:
@@ -277,7 +368,44 @@ def test_overview_to_target_to_incident_export(session: Session, seeded: Seeded)
     for part in ("## Peaks", "TTFT p99", "## Class sequence", "Queue-bound", "### Evidence"):
         assert part in md
     assert "PhasewatchTTFTOverSLO" in md
+    # The marks' labels (the peak, the alert firing) never cover each other.
+    boxes = annotation_boxes(page, "incident-graph")
+    assert {b["text"] for b in boxes} >= {"peak", "PhasewatchTTFTOverSLO firing"}
+    assert not overlapping(boxes), boxes
     session.shot("incident")
+
+    # The same incident as one HTML file: it opens offline with its charts drawn.
+    with page.expect_download() as download:
+        page.click("#incident-export-html")
+    report = ARTIFACTS / "incident-report.html"
+    report.write_bytes(Path(download.value.path()).read_bytes())
+    assert download.value.suggested_filename.endswith(".html")
+    seen = open_offline(page.context.browser, report, "incident-report")
+    assert seen["charts"] == 1 and seen["traces"][0] > 10
+    assert not seen["errors"] and not seen["dialogs"], seen
+    assert not seen["requests"], "the report fetched from somewhere"
+    for part in ("Diagnosis at the peak", "Queue-bound", "What to change", "Alerts"):
+        assert part in seen["text"], part
+    assert "PhasewatchTTFTOverSLO" in seen["text"]
+
+
+def test_html_reports_with_hostile_labels_open_offline_and_run_nothing_from_data(
+    browser: Any,
+) -> None:
+    from tests.test_ui_htmlreport import hostile_incident, hostile_review
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    for name, doc in (
+        ("report-hostile-incident", hostile_incident()),
+        ("report-hostile-review", hostile_review()),
+    ):
+        path = ARTIFACTS / f"{name}.html"
+        path.write_text(doc, encoding="utf-8")
+        seen = open_offline(browser, path, name)
+        assert seen["charts"] == 1 and not seen["requests"]
+        assert not seen["dialogs"], f"a value from data ran as script: {seen['dialogs']}"
+        assert not seen["errors"], seen["errors"]
+        assert EVIL in seen["text"]  # shown, as text
 
 
 def test_target_page_at_a_time_explains_that_window(session: Session, seeded: Seeded) -> None:

@@ -7,7 +7,15 @@ import pytest
 from app.diagnose import DiagnosisClass
 from app.ui import palette
 from app.ui.downsample import downsample
-from app.ui.figures import Mark, band_runs, target_figure
+from app.ui.figures import (
+    MARK_CHAR_PX,
+    MARK_PLOT_PX,
+    MARK_ROW_PX,
+    Mark,
+    band_runs,
+    mark_levels,
+    target_figure,
+)
 from tests.ui_points import T0, pt, series, timeline
 
 
@@ -113,6 +121,41 @@ def test_marks_are_vertical_lines_across_all_rows() -> None:
     (shape,) = fig.layout.shapes
     assert shape.yref == "paper" and shape.x0 == (T0 + 30) * 1000.0
     assert fig.layout.annotations[0].text == "peak"
+
+
+def test_mark_labels_at_one_instant_are_stacked_not_overprinted() -> None:
+    # An incident: the peak and two alerts firing in the same second, one just after.
+    tl = timeline(series(["healthy"] * 40))
+    at = T0 + 300
+    marks = [
+        Mark(at, "peak"),
+        Mark(at, "PhasewatchTTFTOverSLO firing", palette.VERMILLION),
+        Mark(at, "PhasewatchQueueBuildup firing", palette.VERMILLION),
+        Mark(at + 15, "PhasewatchSLOBurnFast firing", palette.VERMILLION),
+        Mark(T0 + 15, "early"),  # far from the others: stays on the first row
+    ]
+    fig = target_figure(tl, marks=marks)
+    notes = fig.layout.annotations
+    assert [a.text for a in notes] == [m.text for m in marks]
+    assert len({(a.x, a.yshift) for a in notes}) == len(notes)  # every position distinct
+    assert notes[4].yshift == 0 and notes[0].yshift == 0  # the first at an instant: row 0
+    # No two labels overlap: same row means their estimated boxes are apart in time.
+    span = (tl.end - tl.start) * 1000.0
+
+    def box(a):  # type: ignore[no-untyped-def]
+        half = (len(a.text) * MARK_CHAR_PX / 2) * span / MARK_PLOT_PX
+        return a.x - half, a.x + half
+
+    for i, a in enumerate(notes):
+        for b in notes[i + 1 :]:
+            if a.yshift == b.yshift:
+                (a0, a1), (b0, b1) = box(a), box(b)
+                assert a1 < b0 or b1 < a0, (a.text, b.text)
+    # The top margin grows with the rows, so the stacked labels stay on the figure.
+    rows = max(a.yshift for a in notes) // MARK_ROW_PX
+    assert rows >= 3 and fig.layout.margin.t >= 30 + rows * MARK_ROW_PX
+    assert notes[1].font.color == palette.VERMILLION  # alerts read apart from the peak
+    assert mark_levels([Mark(at, "a")]) == [0]
 
 
 def test_downsample_keeps_a_one_window_p99_spike_and_its_class() -> None:

@@ -9,6 +9,7 @@ import pytest
 from app.config import Settings
 from app.diagnose import DEFAULT_CONFIG
 from app.fleet.aggregate import FleetKey
+from app.fleet.specs import slo_specs
 from app.fleet.view import fleet_view
 from app.sim.record import record
 from app.store.sqlite import Store
@@ -31,6 +32,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Store:
     return s
 
 
+def _options(settings: Settings) -> FleetOptions:
+    return FleetOptions.from_config(
+        settings.fleet, settings.storage, slo_specs(settings), settings.targets
+    )
+
+
 def _data(store: Store, options: FleetOptions, *, live: bool = False, known: int = 3) -> FleetData:
     infos = [TargetInfo(f"r{i}", "x", True, None, None, (MODEL,)) for i in range(known)]
     source = StoreSource(
@@ -45,7 +52,7 @@ def _data(store: Store, options: FleetOptions, *, live: bool = False, known: int
 
 
 def test_replicas_of_a_model_form_one_fleet_or_split_by_label(store: Store) -> None:
-    fd = _data(store, FleetOptions.from_settings(Settings()))
+    fd = _data(store, _options(Settings()))
     assert fd.groups() == {FleetKey(MODEL): ["r0", "r1", "r2"]}
     split = dataclasses.replace(
         fd.options,
@@ -59,7 +66,7 @@ def test_replicas_of_a_model_form_one_fleet_or_split_by_label(store: Store) -> N
 
 
 def test_series_flags_the_overloaded_replica_and_sums_the_fleet(store: Store) -> None:
-    fd = _data(store, FleetOptions.from_settings(Settings()))
+    fd = _data(store, _options(Settings()))
     key, members = next(iter(fd.groups().items()))
     s = fd.series(key, members, START, START + DURATION)
     assert (s.step, s.length) == (15.0, 60.0)
@@ -85,13 +92,13 @@ def test_series_flags_the_overloaded_replica_and_sums_the_fleet(store: Store) ->
 
 
 def test_budgets_and_slo_history_of_the_fleet(store: Store) -> None:
-    fd = _data(store, FleetOptions.from_settings(Settings()))
+    fd = _data(store, _options(Settings()))
     statuses = fd.statuses()
     assert fd.statuses() is statuses  # memoised per window end
     (status,) = statuses
     assert status.spec.name == "default" and status.budget.remaining is not None
     assert status.budget.remaining < 0  # a third of the requests miss TTFT: overspent
-    assert fd.budgets_of("r1", MODEL) == [("default", status.budget.remaining)]
+    assert fd.budgets_of("r1", MODEL) == [("default", status.budget)]
     assert fd.budgets_of("r1", "other") == []
     key, members = next(iter(fd.groups().items()))
     (hist,) = fd.slo_series(key, members, START, START + DURATION)
@@ -103,7 +110,7 @@ def test_budgets_and_slo_history_of_the_fleet(store: Store) -> None:
 
 
 def test_without_slos_there_is_no_budget(store: Store) -> None:
-    fd = _data(store, FleetOptions.from_settings(Settings(slos=[])))
+    fd = _data(store, _options(Settings(slos=[])))
     assert fd.statuses() == [] and fd.budgets_of("r0", MODEL) == []
     key, members = next(iter(fd.groups().items()))
     assert fd.slo_series(key, members, START, START + DURATION) == []

@@ -9,6 +9,7 @@ import pytest
 from app.diagnose.records import Evidence, Hint
 from app.fleet.aggregate import FleetKey, fleet_window
 from app.fleet.imbalance import Imbalance, Outlier
+from app.fleet.slo import Budget
 from app.fleet.view import FleetView
 from app.model import IntervalDelta, Window
 from app.ui import palette
@@ -60,7 +61,7 @@ def test_each_replica_is_one_line_per_row_and_the_flagged_one_is_labelled() -> N
         [pt(15, 4.0), pt(30, 5.0)],
     )
     assert s.flagged == ("c",)
-    fig = replicas_figure(s)
+    fig = replicas_figure(s, flagged=("c",))
     for name in ("a", "b", replica_name("c", True)):
         lines = _traces(fig, name)
         assert len(lines) == 4  # TTFT, ITL, running, KV
@@ -77,6 +78,11 @@ def test_each_replica_is_one_line_per_row_and_the_flagged_one_is_labelled() -> N
     assert list(marks[0].x) == [15000.0] and list(marks[0].y) == [5.0]
     assert marks[0].text == ("c imbalanced: load",)
     assert marks[0].marker.symbol == palette.IMBALANCED_SYMBOL
+    # The marks leave the line they flag visible: a thin open cross, drawn behind it.
+    assert marks[0].marker.symbol.endswith("-open") and "thin" in marks[0].marker.symbol
+    assert marks[0].marker.size <= 8
+    first_line = next(i for i, t in enumerate(fig.data) if t.name == "c (imbalanced)")
+    assert all(fig.data.index(m) < first_line for m in marks)
     assert {"SLO p99 2 s", "SLO p99 100 ms"} <= {t.name for t in fig.data}
 
 
@@ -101,13 +107,17 @@ def test_bars_put_replicas_side_by_side_and_say_imbalanced_in_text() -> None:
     share = fig.data[0]
     assert list(share.x) == ["a", "b", "c"]
     assert list(share.y) == pytest.approx([0.1, 0.1, 0.8])
-    assert share.text[2] == "80% imbalanced" and share.text[0] == "10%"
+    assert share.text[2] == "80%<br>imbalanced" and share.text[0] == "10%"
     assert list(share.marker.pattern.shape) == ["", "", palette.IMBALANCED_PATTERN]
     ttft = fig.data[3]
     assert ttft.text[2].startswith("≥ 30.00 s")  # a lower bound stays one
     assert share.customdata[2] == "load, ttft"
     assert any(s.y0 == pytest.approx(1 / 3) for s in fig.layout.shapes)
     assert any("fair share 33%" in a.text for a in fig.layout.annotations)
+    # Labels keep a readable size: never shrunk to a narrow bar (Plotly's default).
+    for bar in fig.data:
+        assert bar.constraintext == "none" and bar.textfont.size >= 10
+    assert fig.layout.uniformtext.minsize >= 10 and fig.layout.uniformtext.mode == "show"
 
 
 def test_slo_figure_draws_attainment_against_the_target_and_the_budget() -> None:
@@ -141,9 +151,60 @@ def test_replica_styles_differ_for_35_replicas() -> None:
 
 
 def test_budget_text() -> None:
-    assert budget_text(0.874) == "87% left"
-    assert budget_text(-0.12) == "overspent (-12%)"
-    assert budget_text(None) == "no data"
+    def left(remaining: float | None, events: float = 5000.0) -> Budget:
+        return Budget(remaining, None, {}, 0.0, events, 1000.0)
+
+    assert budget_text(left(0.874)) == "87% left"
+    assert budget_text(left(-0.12)) == "overspent (-12%)"
+    assert budget_text(left(None, 0.0)) == "no data"
+    assert budget_text(left(None, 312.0)) == "n/a (312 events)"  # too few to judge
+
+
+def test_the_legend_calls_imbalanced_who_the_table_does() -> None:
+    # c was flagged earlier in the range, b in the latest window (the table's).
+    s = series(
+        {
+            "a": [pt(15), pt(30)],
+            "b": [pt(15), pt(30, flags=("queue",))],
+            "c": [pt(15, flags=("load",)), pt(30)],
+        },
+        [],
+    )
+    names = {t.name for t in replicas_figure(s).data if t.showlegend}
+    assert {"a", "b (imbalanced)", "c"} <= names and "c (imbalanced)" not in names
+    # The page passes the table's own verdict (a chosen window): the legend follows it.
+    names = {t.name for t in replicas_figure(s, flagged=("c",)).data if t.showlegend}
+    assert {"a", "b", "c (imbalanced)"} <= names
+    # Earlier flags still show, as markers.
+    marks = _traces(replicas_figure(s), "imbalanced window")
+    assert sorted(x for m in marks[:1] for x in m.x) == [15000.0, 30000.0]
+
+
+def _lab(colour: str) -> tuple[float, float, float]:
+    """CIELAB of an sRGB hex colour (D65)."""
+
+    def linear(c: float) -> float:
+        return ((c + 0.055) / 1.055) ** 2.4 if c > 0.04045 else c / 12.92
+
+    r, g, b = (linear(int(colour.lstrip("#")[i : i + 2], 16) / 255) for i in (0, 2, 4))
+    x = (r * 0.4124 + g * 0.3576 + b * 0.1805) / 0.95047
+    y = r * 0.2126 + g * 0.7152 + b * 0.0722
+    z = (r * 0.0193 + g * 0.1192 + b * 0.9505) / 1.08883
+
+    def f(v: float) -> float:
+        return v ** (1 / 3) if v > 0.008856 else 7.787 * v + 16 / 116
+
+    return 116 * f(y) - 16, 500 * (f(x) - f(y)), 200 * (f(y) - f(z))
+
+
+def test_replica_colours_are_not_class_colours() -> None:
+    classes = {st.colour.upper() for st in palette.STYLES.values()} | set(palette.SWATCHES)
+    for i in range(len(palette.REPLICA_COLOURS)):
+        colour = palette.replica_style(i)[0].upper()
+        assert colour not in classes
+        for c in classes:  # not merely different hex: far apart to the eye (CIE76 ΔE)
+            delta = sum((a - b) ** 2 for a, b in zip(_lab(colour), _lab(c), strict=True))
+            assert delta**0.5 >= 30, (colour, c)
 
 
 def _window(target: str, running: float) -> Window:

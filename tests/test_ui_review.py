@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from dash import html
 
@@ -11,6 +13,7 @@ from app.ui import timerange
 from app.ui.alertfeed import AlertRow
 from app.ui.components import diagnosis_card
 from app.ui.markdown import esc, incident_markdown
+from app.ui.pages.overview import _metric
 from app.ui.spikes import dominant_class, find_spikes
 from tests.diagnose_windows import make_window
 from tests.ui_points import T0, pt, series, timeline
@@ -139,6 +142,17 @@ def test_time_ranges_resolve_presets_custom_and_errors() -> None:
     assert timerange.query("?model=a%2Fb&at=12") == {"model": "a/b", "at": "12"}
 
 
+def test_a_preset_range_fits_to_data_that_began_inside_it() -> None:
+    now = T0 + 3600.0
+    # A fresh demo: 4 minutes of data on the 1 h view → the view starts just before them.
+    lo, hi = timerange.fit_to_data(T0, now, now - 240.0, step=15.0) or (0.0, 0.0)
+    assert hi == now and now - 260.0 < lo < now - 240.0
+    assert timerange.fit_to_data(T0, now, T0 + 60.0, step=15.0) is None  # fills the range
+    assert timerange.fit_to_data(T0, now, None, step=15.0) is None  # no data
+    # The pad never reaches before the range's start.
+    assert timerange.fit_to_data(T0, T0 + 100.0, T0 + 15.0, step=15.0) == (T0, T0 + 100.0)
+
+
 def test_a_click_on_a_line_or_a_band_segment_picks_a_time() -> None:
     from app.ui.pages.target import clicked_time, zoom_of
 
@@ -153,3 +167,26 @@ def test_a_click_on_a_line_or_a_band_segment_picks_a_time() -> None:
     assert zoom == [T0, T0 + 600]
     assert zoom_of({"autosize": True}, zoom) == zoom
     assert zoom_of({"xaxis.autorange": True}, zoom) is None
+
+
+def test_spikes_read_the_diagnosis_judgement_of_the_slo() -> None:
+    """A p99 above its SLO that the histogram judges within is no spike; an unproven one
+    is, and says so."""
+    pts = series(["healthy"] * 10)
+    pts[3] = dataclasses.replace(pt(pts[3].end, ttft=2.4), ttft_slo="within")
+    pts[7] = dataclasses.replace(pt(pts[7].end, "prefill_bound", ttft=2.4), ttft_slo="unproven")
+    (s,) = find_spikes(timeline(pts), k=100.0)
+    (peak,) = s.peaks
+    assert (peak.at, peak.reason) == (pts[7].end, "over SLO (unproven)")
+
+
+def test_diagnosis_card_marks_an_unproven_breach_apart_from_a_proven_one() -> None:
+    d = dataclasses.replace(diagnose(make_window()), ttft_slo="unproven")
+    card = diagnosis_card(d, latest=True)
+    assert "≈ unproven" in _text(card) and "▲" not in _text(card)
+    over = _metric("TTFT p99", "6.00 s", verdict="over")
+    unproven = _metric("TTFT p99", "2.37 s", verdict="unproven")
+    within = _metric("TTFT p99", "2.47 s", verdict="within", above=True)
+    assert over.className == "metric over" and "prove" in over.title
+    assert unproven.className == "metric unproven" and "cannot prove" in unproven.title
+    assert within.className == "metric" and "within" in within.title

@@ -2,12 +2,21 @@
 
 Two scopes. A **stream** input (one per target and model) carries the window's numbers
 (the same names as ``GET /api/v1/windows``), the diagnosis (``class``, ``sub_cause``,
-``confidence``, ``summary``, ``hints``), the SLOs that apply (``slo.ttft_p99``,
+``confidence``, ``summary``, ``hints``, ``change``: what moved against the stream's
+healthy baseline, or why there is no baseline; null when the window is no problem), the
+SLOs that apply (``slo.ttft_p99``,
 ``slo.itl_p99``) and everything a target input has. A **target** input (one per target,
 also when it has no stream at all — a target that never answered) carries its scrape
 health: ``target_up``, ``metrics_disabled``, ``scrape_error_kind``, ``scrape_age_s``.
 Both have ``target`` and ``labels.<name>`` (the target's configured labels plus
 ``target`` and, for streams, ``model_name``).
+
+``ttft_slo`` and ``itl_slo`` are the diagnosis' one judgement of each SLO
+(``app.diagnose.slo.verdict``): ``"over"`` (the histogram's bucket edges prove it),
+``"unproven"`` (the p99 lies in a bucket around the SLO, more likely than not over it),
+``"within"``, or null (cannot tell); decode is judged per token (TPOT) under speculative
+decoding. ``fire_on_unproven`` is the ``alerts.fire_on_unproven`` setting, so a rule can
+say whether an unproven breach fires it.
 
 A rule reading only target fields is evaluated once per target; any other rule once
 per stream. A third scope, **slo** (one input per SLO and fleet, :func:`slo_instance`),
@@ -24,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from app.diagnose.changes import change_of
 from app.model import PARTIAL_KINDS
 
 _LATENCY = ("ttft", "itl", "tpot", "e2e", "queue", "prefill", "decode")
@@ -54,12 +64,18 @@ DIAGNOSIS_FIELDS: dict[str, str] = {
     "sub_cause": "string",
     "confidence": "number",
     "summary": "string",
+    "change": "string",
     "hints": "string",
     "hint_ids": "list",
+    "ttft_slo": "string",
+    "itl_slo": "string",
     "slo.ttft_p99": "number",
     "slo.itl_p99": "number",
     "ui_url": "string",
 }
+# Settings a stream rule may read (the verdicts above are judged the same everywhere; this
+# says whether the alerts act on the unproven ones).
+SETTING_FIELDS: dict[str, str] = {"fire_on_unproven": "bool"}
 TARGET_FIELDS: dict[str, str] = {
     "target": "string",
     "target_up": "number",
@@ -68,7 +84,12 @@ TARGET_FIELDS: dict[str, str] = {
     "scrape_age_s": "number",
     "ui_url": "string",
 }
-STREAM_FIELDS: dict[str, str] = {**WINDOW_FIELDS, **DIAGNOSIS_FIELDS, **TARGET_FIELDS}
+STREAM_FIELDS: dict[str, str] = {
+    **WINDOW_FIELDS,
+    **DIAGNOSIS_FIELDS,
+    **TARGET_FIELDS,
+    **SETTING_FIELDS,
+}
 # Fields only an SLO instance has (one per SLO and fleet, ``app.fleet``): a rule reading
 # any of them is evaluated once per SLO and fleet.
 BURN_WINDOW_LABELS = ("5m", "30m", "1h", "2h", "6h", "1d")
@@ -198,9 +219,10 @@ def stream_fields(
     slo_ttft_p99: float,
     slo_itl_p99: float,
     ui_base_url: str,
+    fire_on_unproven: bool = False,
 ) -> dict[str, Any]:
     """Fields of one stream: ``window`` (``window_to_dict``), ``diagnosis.to_dict()``,
-    and the target's fields (``target_fields``)."""
+    the target's fields (``target_fields``) and ``alerts.fire_on_unproven``."""
     out: dict[str, Any] = dict(target)
     for name in WINDOW_FIELDS:
         value = window.get(name)
@@ -215,8 +237,12 @@ def stream_fields(
             "sub_cause": d.get("sub_cause"),
             "confidence": d.get("confidence"),
             "summary": d.get("summary"),
+            "change": change_of(d),
             "hints": _hint_lines(hints) or None,
             "hint_ids": [h.get("id") for h in hints],
+            "ttft_slo": d.get("ttft_slo"),
+            "itl_slo": d.get("itl_slo"),
+            "fire_on_unproven": fire_on_unproven,
             "slo.ttft_p99": slo_ttft_p99,
             "slo.itl_p99": slo_itl_p99,
             "ui_url": ui_link(

@@ -25,7 +25,7 @@ from app.alerts.engine import AlertEngine
 from app.alerts.outbox import Outbox, Sender
 from app.alerts.receivers import Notifier
 from app.alerts.state import AlertState, Evaluation
-from app.config import Settings
+from app.config import AlertsConfig
 from app.store.health import error_kind
 from app.store.sqlite import Store
 
@@ -42,15 +42,16 @@ class Alerting:
 
     def __init__(
         self,
-        settings: Settings,
+        config: AlertsConfig,
         store: Store,
         registry: CollectorRegistry | None = None,
         *,
+        ui_base_url: str,
         evaluate: Callable[[float], Evaluation],
     ) -> None:
-        cfg = settings.alerts
-        self.settings = settings
-        self.engine = AlertEngine(cfg, store, ui_base_url=settings.ui_base_url)
+        """``ui_base_url``: where the UI is reached, for the links in notifications."""
+        cfg = self.config = config
+        self.engine = AlertEngine(cfg, store, ui_base_url=ui_base_url)
         # One alert round at a time (blocking: store reads and one transaction).
         self.evaluate = evaluate
         self.outbox = Outbox(store)
@@ -135,7 +136,7 @@ class Alerting:
 
     def schedule(self, scheduler: Any) -> None:
         """Add the two jobs to an APScheduler scheduler (not yet started or running)."""
-        cfg = self.settings.alerts
+        cfg = self.config
         if not cfg.enabled:
             return
         now = datetime.now(UTC)
@@ -164,7 +165,7 @@ class Alerting:
         """Deliver what is due before the process exits (a graceful stop), for at most
         ``deadline_s`` seconds; what is left (a receiver down, a row backing off) stays
         in the outbox for the next start. Returns the rows delivered."""
-        if not self.settings.alerts.enabled:
+        if not self.config.enabled:
             return 0
         sent = 0
         try:

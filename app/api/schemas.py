@@ -3,9 +3,9 @@
 Every route declares the model of its answer, so ``/docs`` documents it and the API
 fuzzing checks real answers against it. The answers are built by the domain's
 ``to_dict`` methods; a model lists their fields in the same order, so an answer
-validated through it is written as before. Models are :class:`Answer`\\ s: a field an
-answer carries that its model forgot still goes out (``tests/test_api_schemas.py``
-fails on it), rather than being dropped.
+validated through it is written as before. Every model is an :class:`Answer`: a field
+an answer carries that its model does not declare still goes out, never dropped
+(``tests/test_api_schemas.py`` fails on it).
 """
 
 from __future__ import annotations

@@ -5,6 +5,17 @@ It and ``replay`` share the diagnosis options (:func:`add_diagnosis_options`): t
 its per-target/model overrides) and, optionally, a GPU and a model for the decode
 roofline (``--gpu`` preset or ``--bandwidth-gbs``; ``--weight-bytes``, ``--params``
 with ``--dtype``, or ``--model-config config.json``).
+
+The server's engine settings that /metrics does not show (``max_num_seqs``,
+``max_num_batched_tokens``, ``max_model_len``, the model, the device…) come from the
+``--config`` file's targets (their ``server:`` blocks) and ``--server KEY=VALUE``
+(repeatable, every stream; it wins over a target's block): the hints start from them,
+and say "assumed vLLM default" where they had to guess.
+
+A problem window says what changed against the stream's healthy past when there is one
+to read (``app.evaluate.baseline.history_for_url``): a Prometheus source, or the store
+of a phasewatch service that scrapes this URL (``--config``, or the environment);
+otherwise its summary says there is no baseline.
 """
 
 from __future__ import annotations
@@ -17,23 +28,64 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from app.cli.config import load_config
-from app.config import ConfigError
+from app.config import ConfigError, Settings, TargetServerConfig
 from app.diagnose.config import DEFAULT_CONFIG, DiagnosisConfig
 from app.diagnose.render import render
 from app.diagnose.roofline import DEVICE_BANDWIDTH_GBS, Hardware
+from app.diagnose.server import SERVER_KEYS, ServerSettings
+from app.evaluate.baseline import history_for_url, no_history
 from app.evaluate.replay import diagnose_observed
-from app.evaluate.settings import with_slo
+from app.evaluate.settings import server_settings, with_servers, with_slo
 from app.redact import redact_url
 from app.sources.watch import observe
 
 
+def add_server_option(p: argparse.ArgumentParser) -> None:
+    """``--server KEY=VALUE`` (repeatable): the server's engine settings for the hints."""
+    p.add_argument(
+        "--server",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a vLLM engine setting the page does not show, for the hints (repeatable; "
+        f"over the config's server: blocks): {', '.join(SERVER_KEYS)}",
+    )
+
+
+def parse_server(flags: list[str]) -> ServerSettings:
+    """``--server`` flags → the settings; ValueError naming the flag when one is bad."""
+    values: dict[str, str] = {}
+    for flag in flags:
+        key, sep, value = flag.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep or not key:
+            raise ValueError(f"--server {flag!r}: expected KEY=VALUE")
+        if key not in SERVER_KEYS:
+            raise ValueError(
+                f"--server {flag!r}: unknown key {key!r} (known: {', '.join(SERVER_KEYS)})"
+            )
+        values[key] = value.strip()
+    try:
+        return server_settings(TargetServerConfig.model_validate(values))
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ValueError(f"--server {where}={values.get(where, '')}: {first['msg']}") from None
+
+
 def add_diagnosis_options(p: argparse.ArgumentParser) -> None:
-    """``--json``, the SLO flags and the roofline group, as ``diagnose`` and ``replay`` take."""
+    """``--json``, the SLO flags, ``--server`` and the roofline group, as ``diagnose`` and
+    ``replay`` take."""
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--slo-ttft-p99", type=float, metavar="S", help="TTFT p99 SLO, s (default 2)")
     p.add_argument("--slo-itl-p99", type=float, metavar="S", help="ITL p99 SLO, s (default 0.1)")
-    p.add_argument("--config", metavar="FILE", help="YAML configuration (its slo section)")
+    p.add_argument(
+        "--config", metavar="FILE", help="YAML configuration (its slo section, targets' server:)"
+    )
+    add_server_option(p)
     g = p.add_argument_group("roofline (optional): a GPU and a model")
     g.add_argument("--gpu", choices=sorted(DEVICE_BANDWIDTH_GBS), help="device preset")
     g.add_argument("--bandwidth-gbs", type=float, help="memory bandwidth, GB/s")
@@ -61,10 +113,13 @@ def register(sub: Any) -> None:
 
 
 def config_from(args: argparse.Namespace) -> DiagnosisConfig:
-    """SLOs (flags over the config file over the defaults) and the optional roofline."""
+    """SLOs (flags over the config file over the defaults), the servers' settings (the
+    file's targets, ``--server`` over them) and the optional roofline."""
     config = DEFAULT_CONFIG
     if args.config:
-        config = with_slo(config, load_config(args.config).slo)
+        loaded = load_config(args.config)
+        config = with_servers(with_slo(config, loaded.slo), loaded.targets)
+    config = dataclasses.replace(config, server=parse_server(getattr(args, "server", [])))
     if args.slo_ttft_p99 is not None:
         config = dataclasses.replace(config, slo_ttft_p99=args.slo_ttft_p99)
     if args.slo_itl_p99 is not None:
@@ -90,6 +145,7 @@ def fail(message: object) -> int:
 def run_diagnose(args: argparse.Namespace) -> int:
     try:
         config = config_from(args)
+        settings: Settings = load_config(args.config)
     except (ConfigError, OSError, ValueError) as exc:
         return fail(exc)
 
@@ -108,7 +164,20 @@ def run_diagnose(args: argparse.Namespace) -> int:
     )
     if not args.quiet and not args.json:
         print(file=sys.stderr)
-    diagnoses = diagnose_observed(scrapes, config)
+    try:
+        compare = asyncio.run(
+            history_for_url(
+                settings,
+                args.url,
+                before=scrapes.start,
+                length=settings.window.length,
+                step=settings.window.step,
+                config=config,
+            )
+        )
+    except (OSError, ValueError, RuntimeError) as exc:  # PrometheusError is a RuntimeError
+        compare = no_history(f"could not read the stream's history: {exc}")
+    diagnoses = diagnose_observed(scrapes, config, compare=compare)
     ok = sum(1 for r in scrapes.records if r.ok)
     if args.json:
         out = {

@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from app.cli.config import load_config
+from app.cli.diagnose import add_server_option, parse_server
 from app.config import ConfigError, load_settings
+from app.model import Snapshot
 from app.read.review.render import to_json, to_markdown
 from app.sources.promapi import PrometheusError
+from app.sources.prometheus import History, PrometheusSource
 
 
 def register(sub: Any) -> None:
@@ -37,6 +41,12 @@ def register(sub: Any) -> None:
     fmt.add_argument("--json", action="store_true", help="print JSON")
     fmt.add_argument("--markdown", action="store_true", help="print Markdown (the default)")
     p.add_argument("--diagnoses", action="store_true", help="with --json: every window too")
+    p.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write one self-contained HTML report to FILE: the five charts per stream, "
+        "evidence, hints, alerts (Plotly inlined: it opens offline)",
+    )
     p.add_argument("--window", type=float, help="window length, s (default window.length)")
     p.add_argument("--step", type=float, help="step between windows, s (default window.step)")
     p.add_argument("--resolution", type=float, help="query_range step, s (default 5 s or more)")
@@ -47,6 +57,7 @@ def register(sub: Any) -> None:
     p.add_argument("--basic-auth", metavar="USER:PASSWORD", help="basic auth credentials")
     p.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     p.add_argument("--config", metavar="FILE", help="YAML configuration (SLOs, source)")
+    add_server_option(p)
     p.set_defaults(func=run)
 
 
@@ -70,11 +81,49 @@ def _source_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return src
 
 
+class _KeepingSource(PrometheusSource):
+    """A Prometheus source that keeps what it read (the HTML report charts it)."""
+
+    history: History | None = None
+
+    async def read(
+        self,
+        start: float,
+        end: float,
+        *,
+        step: float | None = None,
+        mode: str | None = None,
+        previous: dict[str, Snapshot] | None = None,
+    ) -> History:
+        self.history = await super().read(start, end, step=step, mode=mode, previous=previous)
+        return self.history
+
+
+def _write_html(
+    path: str, review: Any, source: _KeepingSource, config: Any, length: float, step: float
+) -> str:
+    """Write the HTML report of ``review`` to ``path``; returns what was written."""
+    from app.redact import redact_url
+    from app.ui.data import UiData
+    from app.ui.htmlreview import MAX_CHARTS, review_html
+    from app.ui.source import load_history
+
+    timelines = {}
+    if source.history is not None:
+        label = f"Prometheus {redact_url(source.config.url or '')}"
+        stored = load_history(source.history, start=review.start, end=review.end, label=label)
+        data = UiData(stored, config, length=length, step=step)
+        for s in review.streams[:MAX_CHARTS]:
+            key = (s.target, s.model_name)
+            timelines[key] = data.timeline(s.target, s.model_name, review.start, review.end)
+    Path(path).write_text(review_html(review, timelines, generated_at=time.time()), "utf-8")
+    return f"wrote {path} ({len(review.streams)} stream(s), {len(timelines)} chart(s))"
+
+
 def run(args: argparse.Namespace) -> int:
     from app.alerts.engine import configured_rules
     from app.evaluate.settings import diagnosis_config
     from app.read.review.run import parse_time, run_review
-    from app.sources.prometheus import PrometheusSource
 
     try:
         base = load_config(args.config)
@@ -91,8 +140,9 @@ def run(args: argparse.Namespace) -> int:
         start, end = parse_time(args.start, now), parse_time(args.end, now)
         if not end > start:
             raise ValueError("--end must be after --start")
-        source = PrometheusSource(settings.source)
+        source = _KeepingSource(settings.source)
         rules = configured_rules(settings.alerts)
+        config = dataclasses.replace(diagnosis_config(settings), server=parse_server(args.server))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -108,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
                 length=length,
                 step=step,
                 resolution=args.resolution,
-                config=diagnosis_config(settings),
+                config=config,
                 spike_factor=args.spike_factor,
                 rules=rules,
             )
@@ -120,6 +170,15 @@ def run(args: argparse.Namespace) -> int:
     except PrometheusError as exc:
         print(f"prometheus error: {exc}", file=sys.stderr)
         return 1
+    if args.html:
+        try:
+            written = _write_html(args.html, review, source, config, length, step)
+        except OSError as exc:
+            print(f"error: cannot write {args.html}: {exc}", file=sys.stderr)
+            return 2
+        if not (args.json or args.markdown):  # the file was asked for, not the text too
+            print(written)
+            return 0
     if args.json:
         print(to_json(review, with_diagnoses=args.diagnoses))
     else:

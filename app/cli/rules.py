@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from datetime import UTC, datetime
@@ -21,6 +22,7 @@ from typing import Any
 
 from app.alerts.rules import Rule, RuleError, combine, default_rules, load_rule_file
 from app.cli.config import load_config
+from app.cli.diagnose import add_server_option, parse_server
 from app.config import ConfigError, Settings
 from app.evaluate.replay import DEFAULT_UI_BASE_URL, replay
 from app.evaluate.settings import diagnosis_config
@@ -52,6 +54,7 @@ def _replay_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--window", type=float, default=None, help="window length, s (default 60)")
     p.add_argument("--step", type=float, default=None, help="step between windows, s (default 15)")
     p.add_argument("--target", help="target name (default: the folder's name)")
+    add_server_option(p)
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -93,10 +96,13 @@ def replayed(args: argparse.Namespace, folder: Path) -> tuple[dict[str, Any], li
         rules,
         length=length,
         step=step,
-        config=diagnosis_config(settings),
+        config=dataclasses.replace(
+            diagnosis_config(settings), server=parse_server(getattr(args, "server", []))
+        ),
         ui_base_url=settings.ui_base_url or DEFAULT_UI_BASE_URL,
         resolved_retention=settings.alerts.resolved_retention,
         slos=slo_specs(settings),
+        fire_on_unproven=settings.alerts.fire_on_unproven,
     )
     summary = {
         "target": scrapes.target,

@@ -154,6 +154,26 @@ def replica_overrides_from(args: argparse.Namespace) -> dict[int, dict[str, Any]
     return out
 
 
+def _when(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g} s"
+
+
+def timeline_text(sc: Any) -> str | None:
+    """What a scenario's phases do, from its own phase list (so ``sim --list`` and the demo,
+    which moves the incident earlier, each say what they run): ``healthy; at 5 min spike
+    (queue_bound); at 10 min recovery (healthy); repeats every 15 min``. None without
+    phases."""
+    if len(sc.phases) < 2:
+        return None
+    first = sc.phases[0]
+    parts = [first.expect or first.name]
+    for ph in sc.phases[1:]:
+        parts.append(f"at {_when(ph.at_s)} {ph.name}" + (f" ({ph.expect})" if ph.expect else ""))
+    if sc.loop_s:
+        parts.append(f"repeats every {_when(sc.loop_s)}")
+    return "; ".join(parts)
+
+
 def _run(args: argparse.Namespace) -> int:
     from app.sim import scenario as scenarios
 
@@ -161,6 +181,9 @@ def _run(args: argparse.Namespace) -> int:
         for name in scenarios.available():
             sc = scenarios.load(name)
             print(f"{name:22s} {sc.expect or '':14s} {sc.description}")
+            timeline = timeline_text(sc)
+            if timeline:
+                print(f"{'':37s} phases: {timeline}")
         return 0
     if not args.scenario:
         return _fail("--scenario is required (or --list)")

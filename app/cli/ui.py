@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from app.diagnose import Hardware
     from app.evaluate.replay import replay_alerts
     from app.evaluate.settings import diagnosis_config
+    from app.fleet.specs import slo_specs
     from app.sources.promapi import PrometheusError
     from app.sources.recording import read_scrapes
     from app.ui.alertfeed import AlertFeed, NoAlerts, ReplayedAlerts
@@ -129,7 +130,9 @@ def run(args: argparse.Namespace) -> int:
         length=settings.window.length,
         step=settings.window.step,
         alert_feed=alerts,
-        fleet_options=FleetOptions.from_settings(settings),
+        fleet_options=FleetOptions.from_config(
+            settings.fleet, settings.storage, slo_specs(settings), settings.targets
+        ),
     )
     port = args.port
     if port == 0:

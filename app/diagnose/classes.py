@@ -3,9 +3,10 @@
 One entry per class: its name (the value the API, the store, alert labels and rule files
 carry), its display names, how the UI draws it, and its place in :data:`VOCABULARY`,
 which is ordered most severe first. That one order is both the **precedence** of the
-problem classes when several hold in a window (``classify``: a full KV pool makes
-requests queue, so ``kv_pressure`` explains ``queue_bound``, …) and the **severity** the
-UI sorts and merges by (``severity``: higher is worse).
+problem classes when several hold in a window (``classify``: an engine that takes no step
+explains every load reading, a full KV pool makes requests queue, so ``kv_pressure``
+explains ``queue_bound``, …) and the **severity** the UI sorts and merges by
+(``severity``: higher is worse).
 
 Everything that names, orders, draws or enumerates the classes reads them from here:
 ``classify`` (precedence), ``records`` (the ``Diagnosis``), ``hints`` (the situations
@@ -48,13 +49,29 @@ class DiagnosisClass(StrEnum):
     DECODE_BOUND = "decode_bound"
     QUEUE_BOUND = "queue_bound"
     KV_PRESSURE = "kv_pressure"
+    STALLED = "stalled"
 
 
 class SubCause(StrEnum):
-    """Why decode is slow: prefill chunks stall decode steps, or every step is slow."""
+    """Why a problem class holds (``rules``, each rule's docstring has the physics).
 
+    Prefill: the computed prompt is long (``long_prompts``) or the prefix cache misses
+    what it should serve (``prefix_cache_miss``). Queue: more arrive than the server
+    completes (``arrival_surge``), the server completes fewer at the same arrivals
+    (``capacity_loss``), or admission is deferred, not short of capacity (``deferred``).
+    Decode: prefill chunks stall decode steps (``prefill_interference``), every step is
+    slow (``bandwidth_bound``), or speculative decoding stopped multiplying the tokens
+    per step (``spec_decode_regression``).
+    """
+
+    LONG_PROMPTS = "long_prompts"
+    PREFIX_CACHE_MISS = "prefix_cache_miss"
+    ARRIVAL_SURGE = "arrival_surge"
+    CAPACITY_LOSS = "capacity_loss"
+    DEFERRED = "deferred"
     PREFILL_INTERFERENCE = "prefill_interference"
     BANDWIDTH_BOUND = "bandwidth_bound"
+    SPEC_DECODE_REGRESSION = "spec_decode_regression"
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,8 +79,8 @@ class ClassTerm:
     """One class: ``label`` and ``short`` are its display names; ``colour`` (Okabe–Ito,
     distinguishable under the common colour-vision deficiencies) fills it, ``text`` is
     the colour of text on that fill, ``pattern`` its band's fill pattern (colour is never
-    the only carrier); ``problem`` says it names a bottleneck; ``sub_causes`` are the
-    names that refine it."""
+    the only carrier); ``problem`` says it names a problem to act on (a bottleneck, or an
+    engine that stopped); ``sub_causes`` are the names that refine it."""
 
     cls: DiagnosisClass
     label: str
@@ -79,12 +96,31 @@ C = DiagnosisClass
 _WHITE, _BLACK = "#ffffff", "#000000"
 
 # Most severe first (module docstring): the problem classes' order is their precedence.
-# Fills, in order: vermillion, reddish purple, orange, blue (Okabe–Ito), grey, bluish
-# green, sky blue — the swatches of ``app.ui.palette``.
+# Fills, in order: black, vermillion, reddish purple, orange, blue (Okabe–Ito), grey,
+# bluish green, sky blue — the swatches of ``app.ui.palette``.
 VOCABULARY: tuple[ClassTerm, ...] = (
+    ClassTerm(C.STALLED, "Stalled", "STALLED", "#000000", _WHITE, "|", problem=True),
     ClassTerm(C.KV_PRESSURE, "KV-cache pressure", "KV", "#D55E00", _WHITE, "+", problem=True),
-    ClassTerm(C.QUEUE_BOUND, "Queue-bound", "QUEUE", "#CC79A7", _BLACK, "-", problem=True),
-    ClassTerm(C.PREFILL_BOUND, "Prefill-bound", "PREFILL", "#E69F00", _BLACK, "/", problem=True),
+    ClassTerm(
+        C.QUEUE_BOUND,
+        "Queue-bound",
+        "QUEUE",
+        "#CC79A7",
+        _BLACK,
+        "-",
+        problem=True,
+        sub_causes=(SubCause.ARRIVAL_SURGE, SubCause.CAPACITY_LOSS, SubCause.DEFERRED),
+    ),
+    ClassTerm(
+        C.PREFILL_BOUND,
+        "Prefill-bound",
+        "PREFILL",
+        "#E69F00",
+        _BLACK,
+        "/",
+        problem=True,
+        sub_causes=(SubCause.LONG_PROMPTS, SubCause.PREFIX_CACHE_MISS),
+    ),
     ClassTerm(
         C.DECODE_BOUND,
         "Decode-bound",
@@ -93,7 +129,11 @@ VOCABULARY: tuple[ClassTerm, ...] = (
         _WHITE,
         "\\",
         problem=True,
-        sub_causes=(SubCause.PREFILL_INTERFERENCE, SubCause.BANDWIDTH_BOUND),
+        sub_causes=(
+            SubCause.PREFILL_INTERFERENCE,
+            SubCause.BANDWIDTH_BOUND,
+            SubCause.SPEC_DECODE_REGRESSION,
+        ),
     ),
     ClassTerm(C.INSUFFICIENT_DATA, "Insufficient data", "NO DATA", "#999999", _BLACK, "x"),
     ClassTerm(C.HEALTHY, "Healthy", "OK", "#009E73", _WHITE, ""),
@@ -113,8 +153,8 @@ def term(cls: str) -> ClassTerm | None:
 
 
 def severity(cls: str) -> int:
-    """Higher is worse: KV pressure > queue > prefill > decode > no data > healthy > idle;
-    -1 for a value not in the vocabulary."""
+    """Higher is worse: stalled > KV pressure > queue > prefill > decode > no data >
+    healthy > idle; -1 for a value not in the vocabulary."""
     return _SEVERITY.get(cls, -1)
 
 

@@ -6,7 +6,10 @@ Order of decision:
    of it is covered, or too many scrapes failed. Rules that could still run are reported
    as secondary findings. Never healthy.
 2. **idle** — nothing running, waiting or finishing.
-3. The problem classes that hold, by precedence: **kv_pressure** (a full pool makes
+3. The problem classes that hold, by precedence: **stalled** (requests in the engine,
+   no step, token or finish in the whole window: no load reading explains that, and the
+   gauges the other rules read are frozen, so they are not listed beside it), then
+   **kv_pressure** (a full pool makes
    requests wait, which makes them queue: it explains the others), then **queue_bound**
    (requests had not started: capacity, not the model), then **prefill_bound** before
    **decode_bound**: a late first token is queueing or prefill work itself (TTFT ≈
@@ -16,12 +19,21 @@ Order of decision:
    that could not be judged (a lower bound under its SLO) leaves the window
    insufficient_data; so do failed scrapes that leave nothing wrong to report.
 
+``ttft_slo`` and ``itl_slo`` on the diagnosis are the one judgement of each SLO
+(``slo.verdict``: over / unproven / within) the alert rules and the UI read too.
+
+``baseline`` (the ``Derived`` numbers of the stream's healthy baseline) lets the
+sub-causes that are about what changed compare with it (``rules``); the pipeline
+assembles it only once a window is a problem, so :func:`with_baseline` re-decides a
+problem window's sub-cause when it arrives.
+
 Confidence = margin (how clearly the deciding values passed their thresholds, 0.5 at
 the threshold) × sqrt(observations / min_observations) capped at 1 × window coverage.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from app.diagnose import rules
@@ -31,7 +43,9 @@ from app.diagnose.facts import Facts, derive
 from app.diagnose.hints import rank_hints
 from app.diagnose.records import Diagnosis, Evidence, Finding, Roofline, fmt_value
 from app.diagnose.roofline import roofline
-from app.model import CORE_SIGNALS, Window
+from app.diagnose.server import ServerView, resolve
+from app.diagnose.slo import Breach
+from app.model import CORE_SIGNALS, Derived, Window
 
 C = DiagnosisClass
 # The problem classes in order of precedence (module docstring; ``classes.VOCABULARY``).
@@ -44,18 +58,20 @@ def diagnose(
     *,
     failed_scrapes: int = 0,
     attempted_scrapes: int | None = None,
+    baseline: Derived | None = None,
 ) -> Diagnosis:
     """Classify one window of one stream, with evidence, findings, confidence and hints.
 
     ``failed_scrapes`` of ``attempted_scrapes`` (default: failed + intervals + 1) is what
     the caller knows about scrapes the window lacks; the window itself only has deltas
-    between successful ones.
+    between successful ones. ``baseline``: the stream's healthy baseline, if known.
     """
     facts = derive(window)
     slo = config.slo_for(window.target, window.model_name)
     roof = roofline(config.hardware, facts.itl_mean) if config.hardware else None
+    server = server_view(window, config)
 
-    judged = rules.inputs(facts, config, slo)
+    judged = rules.inputs(facts, config, slo, baseline)
     results = {c: rules.PROBLEM_RULES[c](judged) for c in _PRECEDENCE}
     idle = rules.idle(facts, config)
     quality, quality_ev, quality_notes = _data_quality(
@@ -63,7 +79,9 @@ def diagnose(
     )
     evidence = quality_ev + idle.evidence + tuple(e for r in results.values() for e in r.evidence)
     firing = [results[c] for c in _PRECEDENCE if results[c].holds]
-    notes = _notes(facts, config, slo, results, roof) + quality_notes
+    if firing and firing[0].cls is C.STALLED:
+        firing = firing[:1]  # frozen gauges: the load rules' findings are not findings
+    notes = _notes(facts, config, slo, results, roof) + quality_notes + server.notes
     coverage = min(1.0, facts.coverage)
 
     primary: rules.RuleResult | None = None
@@ -76,7 +94,9 @@ def diagnose(
         cls, summary = primary.cls, primary.summary
         confidence = _confidence(primary.margin, primary.n, config, coverage)
     else:
-        cls, summary, confidence = _healthy_or_unknown(facts, results, slo, config, coverage)
+        cls, summary, confidence = _healthy_or_unknown(
+            facts, judged.decode, results, slo, config, coverage
+        )
         if cls is C.HEALTHY and failed_scrapes > 0:
             cls, confidence = C.INSUFFICIENT_DATA, 1.0
             summary = (
@@ -98,18 +118,30 @@ def diagnose(
         sub_cause=None if primary is None else primary.sub_cause,
         evidence=evidence,
         secondary=secondary,
-        hints=rank_hints(key, facts, config, roof, also=also),
+        hints=rank_hints(
+            key, facts, config, roof, also=also, server=server, slo=slo, baseline=baseline
+        ),
         missing=facts.missing,
         notes=notes,
         ttft_p99=facts.ttft_p99,
         ttft_p99_ge=facts.ttft_p99_ge,
         itl_p99=facts.itl_p99,
         itl_p99_ge=facts.itl_p99_ge,
+        ttft_slo=judged.breach.verdict,
+        itl_slo=judged.decode.verdict,
         slo_ttft_p99=slo.ttft_p99,
         slo_itl_p99=slo.itl_p99,
         roofline=roof,
         facts=facts.numbers(),
+        server=server,
     )
+
+
+def server_view(window: Window, config: DiagnosisConfig) -> ServerView:
+    """The settings of the window's server the hints start from: the page's
+    ``cache_config_info`` (``window.info``), the target's configured settings
+    (``config.server_for``), vLLM's defaults (``app.diagnose.server``)."""
+    return resolve(config.server_for(window.target), window.info)
 
 
 def _confidence(margin: float, n: float, config: DiagnosisConfig, coverage: float) -> float:
@@ -119,6 +151,7 @@ def _confidence(margin: float, n: float, config: DiagnosisConfig, coverage: floa
 
 def _healthy_or_unknown(
     f: Facts,
+    decode: Breach,
     results: dict[DiagnosisClass, rules.RuleResult],
     slo: Slo,
     config: DiagnosisConfig,
@@ -126,8 +159,9 @@ def _healthy_or_unknown(
 ) -> tuple[DiagnosisClass, str, float]:
     """Healthy needs every rule judged; an unjudgeable one names what is unknown.
 
-    Requests running with no progress at all (no engine step, no token, nothing
-    finished) cannot be called healthy either: the engine is stuck or the page frozen.
+    Requests in the engine with no progress at all and frozen gauges are ``stalled`` (a
+    rule of its own); with gauges that moved (the core emits outputs: one step longer
+    than the window?) nothing was measured either, so they are not healthy.
     """
     unknown = sorted(
         {
@@ -144,22 +178,28 @@ def _healthy_or_unknown(
     if progress == 0 and (f.running_avg or 0.0) >= 1:
         summary = (
             f"Insufficient data: {fmt_value(f.running_avg)} requests running on average but "
-            f"no token produced in {f.covered:.0f} s (engine stuck, or the page is frozen)"
+            f"no token produced in {f.covered:.0f} s while the gauges moved (a step longer "
+            "than the window?)"
         )
         return C.INSUFFICIENT_DATA, summary, 1.0
     ratios, counts = [], []
     if f.ttft_n > 0 and f.ttft_p99 is not None:
         ratios.append(f.ttft_p99 / slo.ttft_p99)
         counts.append(f.ttft_n)
-    if f.itl_n > 0 and f.itl_p99 is not None:
-        ratios.append(f.itl_p99 / slo.itl_p99)
-        counts.append(f.itl_n)
+    per_token = decode.evidence.value
+    if per_token is not None:
+        ratios.append(per_token / slo.itl_p99)
+        counts.append(f.tpot_n if decode.evidence.signal == "tpot_p99" else f.itl_n)
     worst = max(ratios, default=0.0)
     margin = rules.breach_margin(1.0 / worst) if worst > 0 else 0.75
     confidence = _confidence(margin, min(counts, default=math.inf), config, coverage)
+    decode_name = {"tpot_p99": "TPOT p99", "itl_p99_per_token": "ITL p99 per token"}.get(
+        decode.evidence.signal, "ITL p99"
+    )
     summary = (
         f"Within SLO: TTFT p99 {fmt_value(f.ttft_p99, 's', f.ttft_p99_ge)} ≤ "
-        f"{fmt_value(slo.ttft_p99, 's')}, ITL p99 {fmt_value(f.itl_p99, 's', f.itl_p99_ge)} ≤ "
+        f"{fmt_value(slo.ttft_p99, 's')}, {decode_name} "
+        f"{fmt_value(per_token, 's', decode.evidence.ge)} ≤ "
         f"{fmt_value(slo.itl_p99, 's')}, no KV or queue pressure"
     )
     return C.HEALTHY, summary, confidence
@@ -263,3 +303,65 @@ def _notes(
     if roof is not None:
         notes.append(roof.text())
     return tuple(notes)
+
+
+def with_baseline(
+    d: Diagnosis,
+    window: Window,
+    baseline: Derived | None,
+    config: DiagnosisConfig = DEFAULT_CONFIG,
+) -> Diagnosis:
+    """``d`` with its sub-cause decided against the stream's healthy ``baseline``.
+
+    The pipeline assembles a baseline only once a window is a problem (the baseline is
+    the healthy data before the run began), so this re-runs the primary class's rule
+    with it and replaces that rule's evidence, the sub-cause, the summary and the hints;
+    the class, findings and confidence stay. The SLOs are the ones ``d`` was judged
+    against; ``config`` gives the thresholds. Any other window, or no baseline: ``d``.
+    """
+    if baseline is None or d.cls not in rules.PROBLEM_RULES:
+        return d
+    facts = derive(window)
+    slo = Slo(ttft_p99=d.slo_ttft_p99, itl_p99=d.slo_itl_p99)
+    result = rules.PROBLEM_RULES[d.cls](rules.inputs(facts, config, slo, baseline))
+    rule = str(d.cls)
+    at = next((i for i, e in enumerate(d.evidence) if e.rule == rule), len(d.evidence))
+    kept = [e for e in d.evidence if e.rule != rule]
+    evidence = (*kept[:at], *result.evidence, *kept[at:])
+    also = tuple(situation(f.cls, f.sub_cause) for f in d.secondary)
+    key = situation(d.cls, result.sub_cause)
+    server = server_view(window, config)
+    hints = rank_hints(
+        key, facts, config, d.roofline, also=also, server=server, slo=slo, baseline=baseline
+    )
+    return dataclasses.replace(
+        d, sub_cause=result.sub_cause, summary=result.summary, evidence=evidence, hints=hints
+    )
+
+
+def with_changed_hints(
+    d: Diagnosis,
+    window: Window,
+    baseline: Derived | None,
+    config: DiagnosisConfig = DEFAULT_CONFIG,
+) -> Diagnosis:
+    """``d`` with its hints ranked again now that its ``changes`` are known: the hints
+    that address the headline change first (``hints.focus``), their evidence against
+    the ``baseline``. A window that is not a problem, or has no changes: ``d``."""
+    if not d.changes or d.cls not in rules.PROBLEM_RULES:
+        return d
+    facts = derive(window)
+    slo = Slo(ttft_p99=d.slo_ttft_p99, itl_p99=d.slo_itl_p99)
+    also = tuple(situation(f.cls, f.sub_cause) for f in d.secondary)
+    hints = rank_hints(
+        d.label,
+        facts,
+        config,
+        d.roofline,
+        also=also,
+        server=server_view(window, config),
+        slo=slo,
+        baseline=baseline,
+        changes=d.changes,
+    )
+    return dataclasses.replace(d, hints=hints)

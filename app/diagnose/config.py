@@ -5,6 +5,10 @@ SLOs are per stream: ``slo_for(target, model_name)`` picks the most specific ove
 and falls back to the defaults, which are MLPerf's Llama-3.1-8B server scenario (TTFT
 p99 2 s, TPOT p99 100 ms). It is the one SLO lookup; the settings' ``slo`` section is
 turned into these overrides by ``app.evaluate.settings``, never here.
+
+A server's engine settings (``max_num_seqs``, ``gpu_memory_utilization``…) are per target
+the same way: ``server_for(target)`` (``app.diagnose.server``), built from the targets'
+``server:`` blocks by ``app.evaluate.settings`` and from ``--server`` by the CLI.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.diagnose.roofline import Hardware
+from app.diagnose.server import ServerSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +71,17 @@ class DiagnosisConfig:
     # Queue time is the larger part of TTFT: admission, not prefill, makes the first
     # token late.
     queue_share_min: float = 0.5
+    # Waiting requests are mostly deferred (vLLM 0.20+ ``waiting_by_reason``: a LoRA
+    # budget, a KV transfer, a blocked request), not short of capacity, from this share of
+    # the waiting average: the larger part of the queue would not move with more capacity.
+    deferred_share_min: float = 0.5
+
+    # --- speculative decoding ----------------------------------------------------------------
+    # Fewer accepted draft tokens per draft than this (vLLM's mean acceptance length 1 + it
+    # below 2): a verify step yields under two tokens per sequence, so speculation no longer
+    # multiplies the tokens each weight read serves — the drafter is wrong on its first
+    # token about half the time or more.
+    spec_accepted_per_draft_low: float = 1.0
 
     # --- decode sub-cause ------------------------------------------------------------------
     # ITL p99 / p50 at or above this means the SLO is broken by a tail of slow steps, not
@@ -75,6 +91,11 @@ class DiagnosisConfig:
     # A step with this many times more tokens than running sequences carries a prefill
     # chunk (a decode-only step computes one token per running sequence).
     step_chunk_ratio: float = 4.0
+
+    # --- against the stream's healthy baseline (sub-causes about what changed) ----------------
+    # A window's number moved when it is at least this factor from the baseline's: a 60 s
+    # window's rates scatter by about 10 % between healthy windows.
+    baseline_noise_ratio: float = 1.1
 
     # --- data quality ------------------------------------------------------------------------
     # Fewer observations than this make a p99 little more than the maximum: the class is
@@ -101,8 +122,31 @@ class DiagnosisConfig:
     # not the serving stack, sets the pace.
     near_ceiling_efficiency: float = 0.7
 
+    # --- numbers in the hints (``hints.py``) -------------------------------------------------
+    # The highest --gpu-memory-utilization a hint proposes ("if nothing else shares the
+    # GPU"): vLLM's default 0.9 leaves 10 % for other processes and fragmentation; 0.95
+    # is as far as operators commonly go. Proposals move in steps of 0.05.
+    gpu_memory_utilization_max: float = 0.95
+    # A raised --max-num-seqs at most doubles the limit in one change (physics: change one
+    # knob at a time; throughput grows nearly linearly with the batch until KV runs out).
+    max_num_seqs_step: float = 2.0
+    # The largest --max-num-batched-tokens a hint proposes for TTFT: vLLM's own default on
+    # H100-class GPUs (8192); past it a step's prefill stalls decoding streams for long.
+    batched_tokens_max: float = 8192.0
+
+    # --- the servers' settings (``server.py``; a target's ``server:`` block) ---------------
+    # ``server`` applies to every target (``--server KEY=VALUE``) and wins, field by
+    # field, over the target's own settings in ``servers`` (target name → settings).
+    server: ServerSettings = ServerSettings()
+    servers: tuple[tuple[str, ServerSettings], ...] = ()
+
     # --- roofline (optional) -----------------------------------------------------------------
     hardware: Hardware | None = None
+
+    def server_for(self, target: str) -> ServerSettings:
+        """The settings of one target's server: its own, with ``server``'s over them."""
+        own = next((s for name, s in self.servers if name == target), ServerSettings())
+        return own.merged(self.server)
 
     def slo_for(self, target: str, model_name: str) -> Slo:
         """The SLOs that apply to one stream (most specific matching override wins)."""

@@ -14,6 +14,15 @@ Everything here is a plain reading of the window, with two derived quantities:
 * **computed prompt tokens** — prompt tokens × (1 − prefix-cache hit ratio): the prefill
   work actually done.
 
+``derived`` is the window's own ``Derived`` record (arrival and completion rates, hit
+rate, uncached prompt tokens, speculative-decoding acceptance, waiting by reason…), the
+same names a baseline carries, so a rule can set the window beside its stream's healthy
+baseline. ``steps_counted`` says the page counts engine steps (the ``step_tokens``
+histogram, ``vllm:iteration_tokens_total``, is on it): then no step in a window is
+evidence, not absence. ``gauges_frozen``: every sample of the running, waiting and KV
+gauges in the window had the same value (average = maximum); vLLM sets them from the
+engine's outputs, so a gauge that moved proves the engine core emitted some.
+
 A value is ``None`` when the signal is missing or had no observations; ``missing`` says
 which signals the window did not carry at all.
 """
@@ -23,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from app.model import (
+    Derived,
     GaugeStats,
     HistogramDelta,
     Quantile,
@@ -51,6 +61,10 @@ class Facts:
     itl_p99_ge: bool
     itl_hist: HistogramDelta | None
     itl_mean: float | None
+    tpot_n: float
+    tpot_p99: float | None
+    tpot_p99_ge: bool
+    tpot_hist: HistogramDelta | None
     queue_mean: float | None
     queue_n: float
     queue_share: float | None
@@ -73,10 +87,16 @@ class Facts:
     prefix_caching_off: bool | None
     prompt_len_mean: float | None
     gen_len_mean: float | None
+    prompt_len_p99: float | None
+    gen_len_p99: float | None
     step_n: float
     step_p50: float | None
     step_p99: float | None
+    steps_counted: bool
+    gauges_frozen: bool | None
+    spec_draft_tokens: float | None
     missing: tuple[str, ...]
+    derived: Derived
 
     def numbers(self) -> dict[str, float | None]:
         """The numeric readings, for ``Diagnosis.facts`` (flags and lists left out)."""
@@ -123,6 +143,25 @@ def _missing(window: Window) -> tuple[str, ...]:
     if "prefix_queries" not in window.increases and (v0_gauge is None or v0_gauge.avg is None):
         out.add("prefix_queries")
     return tuple(sorted(out))
+
+
+def _counted(window: Window, sig: str) -> bool:
+    """Whether the window carries a histogram signal at all (observations or not)."""
+    if sig in window.missing:
+        return False
+    return sig in window.observations or sig in window.histograms or sig in window.quantiles
+
+
+def _frozen(window: Window, sigs: tuple[str, ...]) -> bool | None:
+    """Whether every sample of these gauges equals its maximum (None: none sampled)."""
+    seen = [
+        g for s in sigs if (g := window.gauges.get(s)) and g.avg is not None and g.max is not None
+    ]
+    if not seen:
+        return None
+    return all(
+        abs((g.avg or 0.0) - (g.max or 0.0)) <= 1e-9 * max(1.0, abs(g.max or 0.0)) for g in seen
+    )
 
 
 def _q(window: Window, sig: str, p: str) -> Quantile:
@@ -221,6 +260,10 @@ def derive(window: Window) -> Facts:
         itl_p99_ge=itl_p99.ge_top_bucket,
         itl_hist=window.histograms.get("itl"),
         itl_mean=_mean(window, "itl"),
+        tpot_n=window.observations.get("tpot", 0.0),
+        tpot_p99=_q(window, "tpot", "p99").value,
+        tpot_p99_ge=_q(window, "tpot", "p99").ge_top_bucket,
+        tpot_hist=window.histograms.get("tpot"),
         queue_mean=queue_mean,
         queue_n=window.observations.get("queue_time", 0.0),
         queue_share=share,
@@ -247,8 +290,14 @@ def derive(window: Window) -> Facts:
         prefix_caching_off=caching_off,
         prompt_len_mean=_mean(window, "prompt_len"),
         gen_len_mean=_mean(window, "gen_len"),
+        prompt_len_p99=_q(window, "prompt_len", "p99").value,
+        gen_len_p99=_q(window, "gen_len", "p99").value,
         step_n=window.observations.get("step_tokens", 0.0),
         step_p50=_q(window, "step_tokens", "p50").value,
         step_p99=_q(window, "step_tokens", "p99").value,
+        steps_counted=_counted(window, "step_tokens"),
+        gauges_frozen=_frozen(window, ("running", "waiting", "kv_usage")),
+        spec_draft_tokens=window.increases.get("spec_draft_tokens"),
         missing=_missing(window),
+        derived=window.derived,
     )

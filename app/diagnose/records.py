@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.diagnose.classes import PROBLEM_CLASSES, DiagnosisClass, SubCause, situation
+from app.diagnose.server import ServerView
 
 __all__ = [
     "PROBLEM_CLASSES",  # the vocabulary lives in ``classes``; re-exported for callers
+    "BaselineInfo",
+    "Change",
     "Diagnosis",
     "DiagnosisClass",
     "Evidence",
@@ -112,15 +115,25 @@ class Finding:
 
 @dataclass(frozen=True, slots=True)
 class Hint:
-    """One thing to change: the flag or action, and why it helps here."""
+    """One thing to change: the flag or action (with the value to set, where one follows
+    from the evidence and the server's settings), and why it helps here. ``evidence`` is
+    the reading of this window that justifies it, with its numbers; ``why`` starts with
+    it, then gives the physics."""
 
     id: str
     title: str
     action: str
     why: str
+    evidence: str = ""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "title": self.title, "action": self.action, "why": self.why}
+        return {
+            "id": self.id,
+            "title": self.title,
+            "action": self.action,
+            "why": self.why,
+            "evidence": self.evidence,
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +167,106 @@ class Roofline:
         }
 
 
+# How a changed signal reads: its name for people, and its unit ("ratio": a 0–1 fraction).
+_CHANGE_NAMES: dict[str, tuple[str, str]] = {
+    "arrival_rate": ("arrival rate", "/s"),
+    "completion_rate": ("completion rate", "/s"),
+    "prompt_tokens_mean": ("mean prompt", "tokens"),
+    "output_tokens_mean": ("mean output", "tokens"),
+    "prefix_cache_hit_rate": ("prefix-cache hit rate", "ratio"),
+    "running_avg": ("requests running", ""),
+    "preemptions_rate": ("preemptions", "/s"),
+    "kv_usage_avg": ("KV-cache usage", "ratio"),
+    "step_tokens_p99": ("tokens per step p99", ""),
+    "spec_decode_acceptance": ("speculative-decoding acceptance", "ratio"),
+    "steps_per_s": ("engine steps", "/s"),
+    "uncached_prompt_tokens_mean": ("uncached prompt tokens", ""),
+    "steps_per_output_token": ("decode steps per output token", ""),
+}
+
+
+def _change_value(value: float, unit: str) -> str:
+    if unit == "ratio":
+        return f"{value:.2f}"
+    text = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+    return f"{text}{unit}" if unit == "/s" else f"{text} {unit}".rstrip()
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One signal against the stream's healthy baseline (``app.diagnose.changes``).
+
+    ``ratio`` is ``value / baseline`` (None when the baseline is 0); ``share`` the part
+    of the symptom's growth this change explains under the physics (0–1, the shares of a
+    window's changes add up to 1 when any explains it); ``effect`` names the quantity
+    that drives the symptom when it is not the signal itself (a hit-rate collapse drives
+    ``uncached_prompt_tokens_mean``) and ``effect_ratio`` how much it moved.
+    """
+
+    signal: str
+    baseline: float
+    value: float
+    ratio: float | None
+    share: float
+    effect: str | None = None
+    effect_ratio: float | None = None
+
+    def text(self) -> str:
+        """``prefix-cache hit rate fell 0.85 → 0.05, uncached prompt tokens ×6.3``."""
+        name, unit = _CHANGE_NAMES.get(self.signal, (self.signal, ""))
+        verb = "rose" if self.value > self.baseline else "fell"
+        if self.value == self.baseline:
+            verb = "held"
+        out = (
+            f"{name} {verb} {_change_value(self.baseline, unit)} → "
+            f"{_change_value(self.value, unit)}"
+        )
+        if self.effect is not None and self.effect_ratio is not None:
+            effect = _CHANGE_NAMES.get(self.effect, (self.effect, ""))[0]
+            out += f", {effect} ×{self.effect_ratio:.2g}"
+        elif self.ratio is not None and unit != "ratio":
+            out += f" (×{self.ratio:.2g})"
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "signal": self.signal,
+            "baseline": _num(self.baseline),
+            "value": _num(self.value),
+            "ratio": _num(self.ratio),
+            "share": _num(self.share),
+            "effect": self.effect,
+            "effect_ratio": _num(self.effect_ratio),
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class BaselineInfo:
+    """What a window was compared with: the healthy data of the hour before its run of
+    problem windows began (``run_start``). ``healthy_s`` seconds of it were found between
+    ``start`` and ``end`` (None: none); below ``needed_s`` there is no baseline."""
+
+    run_start: float
+    healthy_s: float
+    needed_s: float
+    start: float | None = None
+    end: float | None = None
+
+    @property
+    def enough(self) -> bool:
+        return self.healthy_s >= self.needed_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_start": self.run_start,
+            "healthy_s": self.healthy_s,
+            "needed_s": self.needed_s,
+            "start": self.start,
+            "end": self.end,
+            "enough": self.enough,
+        }
+
+
 @dataclass(frozen=True, slots=True)
 class Diagnosis:
     """The verdict on one window of one stream.
@@ -163,6 +276,14 @@ class Diagnosis:
     ``missing`` the signals that kept a rule from evaluating; ``notes`` caveats such as
     few observations or a counter reset. ``ttft_p99``/``itl_p99`` (with their ``_ge``
     lower-bound flags) and the SLOs they were judged against are copied for convenience.
+    ``ttft_slo``/``itl_slo`` are the one judgement of each SLO (``slo.verdict``: "over",
+    "unproven", "within"; None: cannot tell) — decode judged per token (TPOT) under
+    speculative decoding — which the alert rules and the UI read too.
+    ``changes`` (a problem window only) ranks what moved against the stream's healthy
+    baseline, the headline first; ``baseline`` says what it was compared with (None: not
+    compared, e.g. a healthy window or a diagnosis made without history). ``server`` is
+    the server's settings the hints started from, each with its source (the page, the
+    configuration, or an assumed vLLM default).
     """
 
     target: str
@@ -182,10 +303,15 @@ class Diagnosis:
     ttft_p99_ge: bool = False
     itl_p99: float | None = None
     itl_p99_ge: bool = False
+    ttft_slo: str | None = None
+    itl_slo: str | None = None
     slo_ttft_p99: float = 2.0
     slo_itl_p99: float = 0.1
     roofline: Roofline | None = None
     facts: dict[str, float | None] = field(default_factory=dict)
+    changes: tuple[Change, ...] = ()
+    baseline: BaselineInfo | None = None
+    server: ServerView | None = None
 
     @property
     def label(self) -> str:
@@ -206,6 +332,8 @@ class Diagnosis:
             "ttft_p99_ge": self.ttft_p99_ge,
             "itl_p99": _num(self.itl_p99),
             "itl_p99_ge": self.itl_p99_ge,
+            "ttft_slo": self.ttft_slo,
+            "itl_slo": self.itl_slo,
             "slo": {"ttft_p99": self.slo_ttft_p99, "itl_p99": self.slo_itl_p99},
             "evidence": [e.to_dict() for e in self.evidence],
             "secondary": [f.to_dict() for f in self.secondary],
@@ -214,4 +342,7 @@ class Diagnosis:
             "notes": list(self.notes),
             "roofline": None if self.roofline is None else self.roofline.to_dict(),
             "facts": {k: _num(v) for k, v in self.facts.items()},
+            "changes": [c.to_dict() for c in self.changes],
+            "baseline": None if self.baseline is None else self.baseline.to_dict(),
+            "server": None if self.server is None else self.server.to_dict(),
         }

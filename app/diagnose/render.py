@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from app.diagnose.classes import DiagnosisClass, situation
-from app.diagnose.records import Diagnosis, Evidence, fmt_value
+from app.diagnose.records import BaselineInfo, Change, Diagnosis, Evidence, fmt_value
 
 _HEADLINE = ("ttft_p99", "itl_p99", "kv_usage_max", "preemptions", "waiting_avg")
 
@@ -17,6 +17,23 @@ def _when(ts: float) -> str:
 
 def _evidence_lines(evidence: Sequence[Evidence], rule: str) -> list[str]:
     return [f"    {e.text()}" for e in evidence if e.rule == rule]
+
+
+def change_sentence(
+    changes: Sequence[Change], baseline: BaselineInfo | None, *, no_history: str = ""
+) -> str:
+    """What a problem window's summary says changed: the headline change against the
+    healthy baseline, or why there is none to compare with."""
+    if baseline is None:
+        return f"no baseline: {no_history or 'no history of the stream to compare with'}"
+    if not baseline.enough:
+        return (
+            f"no healthy baseline: {baseline.healthy_s / 60:.0f} min of healthy windows in the "
+            f"hour before this began ({baseline.needed_s / 60:.0f} min needed)"
+        )
+    if changes and changes[0].share > 0:
+        return f"what changed: {changes[0].text()}"
+    return "no change since the healthy baseline explains it"
 
 
 def render(d: Diagnosis, *, verbose: bool = False) -> str:
@@ -50,6 +67,11 @@ def render(d: Diagnosis, *, verbose: bool = False) -> str:
     for rule in shown:
         lines.append(f"   [{rule}]")
         lines += _evidence_lines(d.evidence, rule)
+    if d.changes:
+        lines.append("  what changed (against the healthy baseline, most of the symptom first):")
+        for c in d.changes:
+            share = f"explains {c.share:.0%}" if c.share > 0 else "explains none of it"
+            lines.append(f"    - {c.text()} ({share})")
     if d.missing:
         lines.append(f"  signals not on the page: {', '.join(d.missing)}")
     for note in d.notes:

@@ -21,6 +21,19 @@ only *proven* when the whole bucket lies on one side of it:
   unknown.
 
 Unproven verdicts lower the confidence.
+
+**One judgement** (:func:`verdict`): every place that says a p99 is over its SLO reads
+this judgement, never the interpolated value alone — the classifier (a breach holds when
+it is ``over`` or ``unproven``; unproven lowers the confidence), the alert rules (the
+``ttft_slo`` / ``itl_slo`` fields: the default pack fires on ``over`` only unless
+``alerts.fire_on_unproven``), and the UI's markers (▲ over, ≈ unproven):
+
+* ``over`` — the bucket edges prove more than 1 % of the observations above the SLO;
+* ``unproven`` — the p99 lies in a bucket around the SLO and, by the bucket's mean, more
+  likely than not over it: a breach the histogram cannot prove;
+* ``within`` — the bucket edges prove it within, or the straddling bucket is more likely
+  than not within;
+* None — cannot tell (no observations; only a lower bound below the SLO).
 """
 
 from __future__ import annotations
@@ -32,6 +45,11 @@ from app.diagnose.records import Evidence
 from app.model import HistogramDelta
 from app.windows.quantile import cumulative_counts
 
+OVER = "over"
+UNPROVEN = "unproven"
+WITHIN = "within"
+VERDICTS: tuple[str, ...] = (OVER, UNPROVEN, WITHIN)
+
 
 @dataclass(frozen=True, slots=True)
 class Breach:
@@ -40,6 +58,20 @@ class Breach:
     holds: bool | None
     proven: bool
     evidence: Evidence
+
+    @property
+    def verdict(self) -> str | None:
+        """``over`` / ``unproven`` / ``within`` / None (module docstring)."""
+        return verdict(self.holds, self.proven)
+
+
+def verdict(holds: bool | None, proven: bool) -> str | None:
+    """The one judgement of "p99 over its SLO given the bucket edges" (module docstring)."""
+    if holds is None:
+        return None
+    if not holds:
+        return WITHIN
+    return OVER if proven else UNPROVEN
 
 
 def _rank_bucket(hist: HistogramDelta, q: float) -> tuple[int, list[float]]:

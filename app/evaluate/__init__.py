@@ -5,5 +5,7 @@ resolution), ``instances`` (windows, diagnoses, scrape health and SLO burn rates
 instances alert rules are evaluated on), ``round`` (one round: windows of each stream →
 diagnose → diagnosis rows → SLO → instances; ``Evaluator`` runs it over the store),
 ``replay`` (a recording judged window by window: the diagnosis timeline, the alerts that
-would have fired).
+would have fired), ``baseline`` (a stream's healthy baseline for what changed: which
+windows, from the timeline in replay, review and the UI, from the stored rows in the
+service, from Prometheus or a store for ``diagnose URL``).
 """

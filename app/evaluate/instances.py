@@ -9,7 +9,7 @@ in memory); the caller passes the time.
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app.alerts.fields import (
@@ -73,12 +73,17 @@ def evaluate_stream(
     attempted_scrapes: int,
     labels: Mapping[str, str],
     ui_base_url: str,
+    compare: Callable[[Window, Diagnosis], Diagnosis] | None = None,
+    fire_on_unproven: bool = False,
 ) -> tuple[Diagnosis, Instance, dict[str, Any]]:
     """Diagnose one stream's window (its SLOs: ``config.slo_for``); return the diagnosis,
-    its instance and the window's JSON (``window_to_dict``)."""
+    its instance and the window's JSON (``window_to_dict``). ``compare`` adds what
+    changed against the stream's healthy baseline (``app.evaluate.baseline``)."""
     diagnosis = diagnose(
         window, config, failed_scrapes=failed_scrapes, attempted_scrapes=attempted_scrapes
     )
+    if compare is not None:
+        diagnosis = compare(window, diagnosis)
     flat = window_to_dict(window)
     fields = stream_fields(
         flat,
@@ -87,6 +92,7 @@ def evaluate_stream(
         slo_ttft_p99=diagnosis.slo_ttft_p99,
         slo_itl_p99=diagnosis.slo_itl_p99,
         ui_base_url=ui_base_url,
+        fire_on_unproven=fire_on_unproven,
     )
     return diagnosis, stream_instance(window.target, window.model_name, fields, labels), flat
 
@@ -129,6 +135,9 @@ def slo_input(status: SloStatus, view: FleetView, *, ui_base_url: str) -> Instan
         "sub_cause": None if d.sub_cause is None else str(d.sub_cause),
         "confidence": d.confidence,
         "summary": d.summary,
+        "ttft_slo": d.ttft_slo,
+        "itl_slo": d.itl_slo,
+        "change": None,  # a fleet's window has no baseline of its own
         "hints": "\n".join(f"- {h.title}: {h.action}" for h in hints[:TOP_HINTS]) or None,
         "hint_ids": [h.id for h in hints],
         "ui_url": fleet_link(ui_base_url, status.key.model_name, status.end),

@@ -7,7 +7,9 @@ failed scrape: the next good page's delta covers the gap, and the windows that c
 it are told how many scrapes failed.
 
 * :func:`diagnose_scrapes` — the diagnosis timeline: windows ``(end - length, end]``
-  every ``step`` s, per stream (``phasewatch replay``).
+  every ``step`` s, per stream (``phasewatch replay``). A problem window carries what
+  changed against the stream's healthy baseline, taken from the same timeline
+  (``app.evaluate.baseline.Timeline``).
 * :func:`replay` — which alerts would have fired? At every window end
   (``start + length + k·step``, the timeline's ends) the round's own code
   (:func:`app.evaluate.round.judge`, ``SloInputs``) builds the instances and the state
@@ -19,6 +21,7 @@ it are told how many scrapes failed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,11 +30,13 @@ from typing import Any
 from app.alerts.rules import Rule
 from app.alerts.state import Alert, Transition, evaluate
 from app.diagnose import DEFAULT_CONFIG, Diagnosis, DiagnosisConfig, diagnose
+from app.evaluate.baseline import Compare, deltas_timeline
 from app.evaluate.instances import SloInputs, scrape_status
 from app.evaluate.round import StreamWindow, TargetRound, judge
 from app.fleet.deltas import MemorySource
 from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds
 from app.fleet.slo import SloSpec
+from app.model import Window
 from app.sources.recording import ReplayedScrapes, read_scrapes
 from app.windows.aggregate import window, windows
 
@@ -50,6 +55,13 @@ __all__ = [
 DEFAULT_UI_BASE_URL = "http://127.0.0.1:8321/ui"
 
 
+def _with_info(w: Window, scrapes: ReplayedScrapes) -> Window:
+    """The window with its stream's ``cache_config_info`` as of its end (the server's
+    settings the hints start from)."""
+    info = scrapes.info_at(w.model_name, w.end)
+    return dataclasses.replace(w, info=info) if info else w
+
+
 def diagnose_scrapes(
     scrapes: ReplayedScrapes,
     *,
@@ -61,12 +73,14 @@ def diagnose_scrapes(
 
     The window ends are ``start + length + k·step`` (the alert replay's too). A
     recording shorter than one window gets one window over all of it. A target that
-    never showed a stream is diagnosed as stream "" (insufficient data, saying why).
+    never showed a stream is diagnosed as stream "" (insufficient data, saying why). A
+    problem window has its ``changes`` against the healthy windows before its run.
     """
     out: list[Diagnosis] = []
     for model in sorted(scrapes.deltas) or [""]:
         deltas = scrapes.deltas.get(model, [])
         target = scrapes.target
+        timeline = deltas_timeline(deltas, target, model, config)
         ws = windows(
             deltas,
             start=scrapes.start,
@@ -83,8 +97,10 @@ def diagnose_scrapes(
                 )
             ]
         for w in ws:
+            w = _with_info(w, scrapes)
             failed, attempted = scrapes.counts(w.start, w.end)
-            out.append(diagnose(w, config, failed_scrapes=failed, attempted_scrapes=attempted))
+            d = diagnose(w, config, failed_scrapes=failed, attempted_scrapes=attempted)
+            out.append(timeline.judge(w, d))
     out.sort(key=lambda d: (d.end, d.model_name))
     return out
 
@@ -103,9 +119,13 @@ def diagnose_recording(
 
 
 def diagnose_observed(
-    scrapes: ReplayedScrapes, config: DiagnosisConfig = DEFAULT_CONFIG
+    scrapes: ReplayedScrapes,
+    config: DiagnosisConfig = DEFAULT_CONFIG,
+    *,
+    compare: Compare | None = None,
 ) -> list[Diagnosis]:
-    """One window over everything observed, per stream."""
+    """One window over everything observed, per stream; ``compare`` adds a problem
+    window's changes against the stream's past (``app.evaluate.baseline.history_for_url``)."""
     out = []
     for model in sorted(scrapes.deltas) or [""]:
         w = window(
@@ -115,8 +135,10 @@ def diagnose_observed(
             target=scrapes.target,
             model_name=model,
         )
+        w = _with_info(w, scrapes)
         failed, attempted = scrapes.counts(scrapes.start - 1e-9, scrapes.end)
-        out.append(diagnose(w, config, failed_scrapes=failed, attempted_scrapes=attempted))
+        d = diagnose(w, config, failed_scrapes=failed, attempted_scrapes=attempted)
+        out.append(d if compare is None else compare(w, d))
     return out
 
 
@@ -139,12 +161,14 @@ def replay(
     ui_base_url: str = DEFAULT_UI_BASE_URL,
     resolved_retention: float = 900.0,
     slos: Sequence[SloSpec] = (),
+    fire_on_unproven: bool = False,
 ) -> Replay:
     """Diagnose every window end of the recording and evaluate ``rules`` there.
 
     ``config`` carries the thresholds and every stream's SLOs (the service's:
     ``app.evaluate.settings.diagnosis_config``). With ``slos``, the SLO rules too, the
-    recording's target being a fleet of one.
+    recording's target being a fleet of one. ``fire_on_unproven``: the
+    ``alerts.fire_on_unproven`` setting, the rules' field of that name.
     """
     labels = labels or {}
     target = scrapes.target
@@ -152,7 +176,7 @@ def replay(
     slo_inputs = SloInputs(source, slos, config, latest_s=length, ui_base_url=ui_base_url)
     by_model = {
         model: {
-            round(w.end, 6): w
+            round(w.end, 6): _with_info(w, scrapes)
             for w in windows(
                 deltas,
                 start=scrapes.start,
@@ -166,6 +190,11 @@ def replay(
         for model, deltas in scrapes.deltas.items()
     }
     stale = scrapes.stale_after()
+    timelines = {m: deltas_timeline(ds, target, m, config) for m, ds in scrapes.deltas.items()}
+
+    def compare(w: Window, d: Diagnosis) -> Diagnosis:
+        return timelines[w.model_name].judge(w, d)
+
     prev: dict[str, Alert] = {}
     out = Replay()
     k = 0
@@ -184,6 +213,8 @@ def replay(
             config=config,
             stale_after=stale,
             ui_base_url=ui_base_url,
+            compare=compare,
+            fire_on_unproven=fire_on_unproven,
         )
         out.diagnoses.extend(d for _, d in judged.streams)
         slo_instances = slo_inputs.instances(end, source.streams(), {target: labels})

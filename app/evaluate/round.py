@@ -17,11 +17,12 @@ pipeline.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from app.alerts.fields import Instance, ScrapeStatus, reached
 from app.config import Settings
 from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
+from app.evaluate.baseline import StoreBaselines
 from app.evaluate.instances import SloInputs, evaluate_stream, scrape_status, target_input
 from app.fleet.specs import imbalance_thresholds, slo_specs
 from app.fleet.tracker import SloStatus, SloTracker
@@ -75,9 +76,13 @@ def judge(
     config: DiagnosisConfig,
     stale_after: float,
     ui_base_url: str,
+    compare: Callable[[Window, Diagnosis], Diagnosis] | None = None,
+    fire_on_unproven: bool = False,
 ) -> Judged:
     """Diagnose every stream window (its SLOs: ``config.slo_for``) and build the target
-    and stream instances; a target's scrape is stale after ``stale_after`` seconds."""
+    and stream instances; a target's scrape is stale after ``stale_after`` seconds.
+    ``compare`` adds a problem window's changes against its stream's healthy baseline
+    (``app.evaluate.baseline``: the store's in the service, the timeline's in replay)."""
     out = Judged()
     for t in targets:
         tgt = target_input(
@@ -98,6 +103,8 @@ def judge(
                 attempted_scrapes=s.attempted_scrapes,
                 labels=t.labels,
                 ui_base_url=ui_base_url,
+                compare=compare,
+                fire_on_unproven=fire_on_unproven,
             )
             out.instances.append(inst)
             out.streams.append((s.window, diagnosis))
@@ -135,6 +142,7 @@ class Evaluator:
         closed_after: float,
         ui_base_url: str,
         lag: float = 0.0,
+        fire_on_unproven: bool = False,
     ) -> None:
         self.store = store
         # Thresholds and every stream's SLOs (``app.evaluate.settings.diagnosis_config``).
@@ -147,10 +155,14 @@ class Evaluator:
         # SLO counts of chunks ending this long ago are cached: no scrape adds to them.
         self.closed_after = closed_after
         self.ui_base_url = ui_base_url
+        # ``alerts.fire_on_unproven``: the rules' ``fire_on_unproven`` field.
+        self.fire_on_unproven = fire_on_unproven
         # Seconds a Prometheus source lags behind (its ingestion delay); 0 when scraping.
         self.lag = lag
         self.diagnoses = DiagnosisStore(store)
         self._stored = self.diagnoses.latest()
+        # Each problem stream's healthy baseline, for what changed (once per run).
+        self.baselines = StoreBaselines(store, length=length, config=config)
         self.latest_streams: list[tuple[Window, Diagnosis]] = []
 
     @classmethod
@@ -161,10 +173,12 @@ class Evaluator:
         config: DiagnosisConfig,
         *,
         targets: Callable[[], Mapping[str, TargetState]],
+        ui_base_url: str,
         background_slo: bool = False,
     ) -> Evaluator:
-        """The service's evaluator. ``background_slo``: refresh SLO burn rates in a
-        thread of their own beside the rounds, not inside them."""
+        """The service's evaluator. ``ui_base_url``: the UI's resolved address, for links;
+        ``background_slo``: refresh SLO burn rates in a thread of their own beside the
+        rounds, not inside them."""
         slos = SloInputs(
             store,
             slo_specs(settings),
@@ -172,7 +186,7 @@ class Evaluator:
             group_by=settings.fleet.group_by,
             latest_s=settings.window.length,
             thresholds=imbalance_thresholds(settings.fleet.imbalance),
-            ui_base_url=settings.ui_base_url,
+            ui_base_url=ui_base_url,
             retention_s=settings.storage.retention_days * 86400.0,
             refresh_s=settings.alerts.slo_evaluation_interval,
             background=background_slo,
@@ -187,8 +201,9 @@ class Evaluator:
             length=settings.window.length,
             stale_after=max(3.0 * interval, 2.0 * settings.alerts.evaluation_interval),
             closed_after=2.0 * interval,
-            ui_base_url=settings.ui_base_url,
+            ui_base_url=ui_base_url,
             lag=source.lag if source.kind == "prometheus" else 0.0,
+            fire_on_unproven=settings.alerts.fire_on_unproven,
         )
 
     @property
@@ -222,19 +237,31 @@ class Evaluator:
             inside = [r for r in records if end - length < r.ts <= end]
             failed = sum(1 for r in inside if not reached(r.error_kind))
             models = self._models(states, target, end)
-            streams = self._streams(target, models, end, failed, len(inside), pace)
+            streams = self._streams(
+                target, models, end, failed, len(inside), pace, states.get(target)
+            )
             status = scrape_status(records[-1] if records else None)
             yield TargetRound(target, labels, status, streams)
 
     def _streams(
-        self, target: str, models: list[str], end: float, failed: int, attempted: int, pace: Pacer
+        self,
+        target: str,
+        models: list[str],
+        end: float,
+        failed: int,
+        attempted: int,
+        pace: Pacer,
+        state: TargetState | None = None,
     ) -> Iterator[StreamWindow]:
         start = end - self.length
+        # The server's cache_config_info from its latest page (the hints' settings).
+        pages = {} if state is None or state.last_ok is None else state.last_ok.streams
         for model in models:
             pace()
             deltas = self.store.intervals(target, model, start, end)
             w = window(deltas, start=start, end=end, target=target, model_name=model)
-            yield StreamWindow(w, failed, attempted)
+            info = pages[model].info if model in pages else {}
+            yield StreamWindow(replace(w, info=info) if info else w, failed, attempted)
 
     def run(self, now: float) -> Round:
         """One round at ``now`` (blocking: store reads)."""
@@ -245,7 +272,10 @@ class Evaluator:
             config=self.config,
             stale_after=self.stale_after,
             ui_base_url=self.ui_base_url,
+            compare=self.baselines.judge,
+            fire_on_unproven=self.fire_on_unproven,
         )
+        self.baselines.forget((w.target, w.model_name) for w, _ in judged.streams)
         rows = []
         for w, diagnosis in judged.streams:
             cls = str(diagnosis.cls)

@@ -1,21 +1,27 @@
-"""Settings → the diagnosis configuration: the one place the ``slo`` section is resolved.
+"""Settings → the diagnosis configuration: the one place the ``slo`` section and the
+targets' ``server:`` blocks are resolved.
 
 ``Settings.slo`` gives default objectives and ``overrides`` keyed by a name that is a
 target's or a model's: a target key beats a model key, and an override replaces both
 objectives. :func:`with_slo` turns that into ``DiagnosisConfig`` SLO overrides, whose
 ``slo_for(target, model_name)`` is the only SLO lookup: the diagnosis, the alert rules'
 ``slo.*`` fields, the UI's SLO lines and the fleet views all read a stream's SLOs from
-it. The diagnosis core never sees ``Settings``: it is handed the value built here.
+it. The same way :func:`with_servers` turns each target's ``server:`` block (its vLLM
+engine settings) into ``DiagnosisConfig.servers``, read per stream through
+``server_for(target)``. The diagnosis core never sees ``Settings``: it is handed the
+value built here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
-from app.config import Settings, SloConfig
+from app.config import Settings, SloConfig, TargetConfig, TargetServerConfig
 from app.diagnose import DEFAULT_CONFIG, DiagnosisConfig, SloOverride
+from app.diagnose.server import ServerSettings
 
-__all__ = ["diagnosis_config", "with_slo"]
+__all__ = ["diagnosis_config", "server_settings", "with_servers", "with_slo"]
 
 
 def with_slo(base: DiagnosisConfig, slo: SloConfig) -> DiagnosisConfig:
@@ -32,6 +38,18 @@ def with_slo(base: DiagnosisConfig, slo: SloConfig) -> DiagnosisConfig:
     )
 
 
+def server_settings(block: TargetServerConfig) -> ServerSettings:
+    """A ``server:`` block as the diagnosis' value (the same field names)."""
+    return ServerSettings(**block.model_dump())
+
+
+def with_servers(base: DiagnosisConfig, targets: Iterable[TargetConfig]) -> DiagnosisConfig:
+    """``base`` with the engine settings of every target that has a ``server:`` block."""
+    servers = tuple((t.name, server_settings(t.server)) for t in targets if t.server is not None)
+    return dataclasses.replace(base, servers=servers)
+
+
 def diagnosis_config(settings: Settings) -> DiagnosisConfig:
-    """The service's diagnosis configuration: the default thresholds, the configured SLOs."""
-    return with_slo(DEFAULT_CONFIG, settings.slo)
+    """The service's diagnosis configuration: the default thresholds, the configured SLOs
+    and the targets' server settings."""
+    return with_servers(with_slo(DEFAULT_CONFIG, settings.slo), settings.targets)

@@ -28,7 +28,9 @@ every objective has the budget ``1 − target`` of its own events, the SLO's **b
 is the fastest-burning objective's ``(1 − attainment) / (1 − target)``, and its **budget
 remaining** the smallest objective's ``1 − bad / ((1 − target) · total)`` over the period
 (negative once overspent) — so "TTFT p99 ≤ 2 s and ITL p99 ≤ 100 ms" is the SLO with
-target 0.99 and those two objectives.
+target 0.99 and those two objectives. A budget is judged only once its period holds
+``min_events`` events of every objective that has any: at target 0.99 one slow request
+among the first hundred would read "overspent", which says nothing about the month.
 
 **Goodput** (DistServe; vLLM's ``benchmark_serving --goodput``) is requests per second
 that met both the TTFT and the TPOT objective (the ITL bound applied to TPOT when the SLO
@@ -88,6 +90,7 @@ class SloSpec:
     bad_reasons: tuple[str, ...] = ("error",)
     selector: tuple[tuple[str, str], ...] = ()
     exclude_models: tuple[str, ...] = ()
+    min_events: float = 0.0  # events an objective needs before the budget is judged
 
     def bounds(self) -> dict[str, float]:
         """Latency objectives with their bounds."""
@@ -337,12 +340,22 @@ class Budget:
 
     ``remaining`` is 1 at the start, 0 when spent, negative when overspent; ``objective``
     the one with the least left; ``covered_s`` the replica-seconds of data it rests on.
+    ``events`` is the fewest events of an objective that has any (0: none has), and
+    ``remaining`` is None while that is under ``min_events`` (:attr:`judged`).
     """
 
     remaining: float | None
     objective: str | None
     per_objective: dict[str, float | None]
     covered_s: float
+    events: float = 0.0
+    min_events: float = 0.0
+
+    @property
+    def judged(self) -> bool:
+        """Enough events to say how much is left (``remaining`` may still be None: no
+        objective had an event)."""
+        return self.events > 0 and self.events >= self.min_events
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -350,20 +363,30 @@ class Budget:
             "objective": self.objective,
             "per_objective": dict(self.per_objective),
             "covered_s": self.covered_s,
+            "events": self.events,
+            "min_events": self.min_events,
         }
 
 
-def budget(counts: SloCounts, target: float) -> Budget:
-    """Budget left per objective: ``1 − bad / ((1 − target) · total)``."""
+def budget(counts: SloCounts, target: float, min_events: float = 0.0) -> Budget:
+    """Budget left per objective: ``1 − bad / ((1 − target) · total)``.
+
+    Edge cases: an objective without events has None and is left out of the SLO's
+    budget; no events at all give None; while an objective with events has fewer than
+    ``min_events`` of them, every value is None (the budget is not judged yet).
+    """
     allowed = 1.0 - target
+    totals = [t.total for t in counts.tallies.values() if t.total > 0]
+    events = min(totals) if totals else 0.0
     per: dict[str, float | None] = {}
     for name, t in sorted(counts.tallies.items()):
-        per[name] = 1.0 - t.bad / (allowed * t.total) if t.total > 0 else None
+        judged = t.total > 0 and events >= min_events
+        per[name] = 1.0 - t.bad / (allowed * t.total) if judged else None
     known = [(v, k) for k, v in per.items() if v is not None]
     if not known:
-        return Budget(None, None, per, counts.covered)
+        return Budget(None, None, per, counts.covered, events, min_events)
     value, name = min(known)
-    return Budget(value, name, per, counts.covered)
+    return Budget(value, name, per, counts.covered, events, min_events)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,8 @@
 Without an ``slos`` section every model gets one SLO named ``default``: its TTFT and ITL
 objectives are the ``slo`` section's p99 objectives (a model's override wins), target
 0.99 — "p99 ≤ objective" is "99 % of events within it" — over 30 days, with errors
-counting against it. ``slos: []`` turns SLOs off.
+counting against it. ``slos: []`` turns SLOs off. Every SLO's budget waits for
+``slo.min_events_for_budget`` events before it is judged.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ DEFAULT_TARGET = 0.99
 DEFAULT_PERIOD_S = 30 * 86400.0
 
 
-def _spec(c: SloObjectConfig) -> SloSpec:
+def _spec(c: SloObjectConfig, min_events: float) -> SloSpec:
     return SloSpec(
         name=c.name,
         target=c.target,
@@ -29,14 +30,16 @@ def _spec(c: SloObjectConfig) -> SloSpec:
         tpot=c.tpot,
         bad_reasons=tuple(c.bad_finish_reasons),
         selector=tuple(sorted(c.selector.items())),
+        min_events=min_events,
     )
 
 
 def slo_specs(settings: Settings) -> list[SloSpec]:
     """The configured SLOs, or the implicit ``default`` ones (module docstring)."""
-    if settings.slos is not None:
-        return [_spec(c) for c in settings.slos]
     slo = settings.slo
+    min_events = float(slo.min_events_for_budget)
+    if settings.slos is not None:
+        return [_spec(c, min_events) for c in settings.slos]
     overridden = tuple(sorted(slo.overrides))
     out = [
         SloSpec(
@@ -46,6 +49,7 @@ def slo_specs(settings: Settings) -> list[SloSpec]:
             ttft=slo.ttft_p99,
             itl=slo.itl_p99,
             exclude_models=overridden,
+            min_events=min_events,
         )
     ]
     for key in overridden:  # a key that names a target, not a model, matches nothing
@@ -58,6 +62,7 @@ def slo_specs(settings: Settings) -> list[SloSpec]:
                 ttft=values.ttft_p99,
                 itl=values.itl_p99,
                 selector=(("model_name", key),),
+                min_events=min_events,
             )
         )
     return out

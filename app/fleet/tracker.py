@@ -234,7 +234,7 @@ class SloTracker:
             counts=counts,
             latest=latest,
             latest_s=self.latest_s,
-            budget=budget(period, spec.target),
+            budget=budget(period, spec.target, spec.min_events),
             budget_from=since,
             per_replica=per_replica,
         )
@@ -272,7 +272,7 @@ class SloTracker:
                     period = period + part
                     since = max(since, frm)
                 rate, objective = burn_rate(win, spec.target)
-                left = budget(period, spec.target)
+                left = budget(period, spec.target, spec.min_events)
                 out.append(
                     {
                         "end": t,

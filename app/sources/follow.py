@@ -20,10 +20,10 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from app.config import Settings, TargetConfig
+from app.config import SourceConfig, TargetConfig
 from app.model import ErrorKind, IntervalDelta, Snapshot
 from app.redact import redact_url
 from app.sources.base import Outcome, TargetState
@@ -40,17 +40,27 @@ class PrometheusFollower:
     """A ``Source`` whose rounds read a Prometheus API instead of scraping targets."""
 
     def __init__(
-        self, settings: Settings, store: Store, reader: PrometheusSource | None = None
+        self,
+        config: SourceConfig,
+        targets: Sequence[TargetConfig],
+        store: Store,
+        *,
+        length: float,
+        interval: float,
+        reader: PrometheusSource | None = None,
     ) -> None:
-        self.config = settings.source
-        self.length = settings.window.length
+        """``targets``: the configured ones (others are discovered); ``length``: how far
+        the first round reads back (``window.length``); ``interval``: the step when
+        ``source.step`` is unset (``scrape.interval``)."""
+        self.config = config
+        self.length = length
         self.store = store
-        self.reader = reader or PrometheusSource(settings.source)
-        self.step = settings.source.step or settings.scrape.interval
+        self.reader = reader or PrometheusSource(config)
+        self.step = config.step or interval
         self.read_until: float | None = None
         self.last_error: str | None = None
         self.rounds = 0
-        self.states: dict[str, TargetState] = {t.name: TargetState(t) for t in settings.targets}
+        self.states: dict[str, TargetState] = {t.name: TargetState(t) for t in targets}
         for target, (ts, streams) in store.last_snapshots().items():
             snap = Snapshot(target=target, ts=ts, streams=streams)
             self.states[target] = replace(self._state(target), last_ok=snap)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import httpx
 
-from app.config import Settings, TargetConfig
+from app.config import ScrapeConfig, TargetConfig
 from app.model import PARTIAL_KINDS, ErrorKind, Snapshot, StreamSnapshot
 from app.scrape.admission import StreamAdmission
 from app.scrape.client import ClientPool, FetchResult, fetch, read_file
@@ -49,16 +49,17 @@ class ScrapeSource:
 
     def __init__(
         self,
-        settings: Settings,
+        scrape: ScrapeConfig,
+        targets: Sequence[TargetConfig] | Discovery,
         store: Store,
         client: httpx.AsyncClient | ClientPool,
-        discovery: Discovery | None = None,
     ) -> None:
-        self.scrape = settings.scrape
+        """``targets``: the configured list, or a :class:`Discovery` asked every round."""
+        self.scrape = scrape
         self.store = store
         self.client = client  # closed by its owner
         self.clients = client if isinstance(client, ClientPool) else ClientPool.of(client)
-        self.discovery = discovery or StaticTargets(settings.targets)
+        self.discovery = StaticTargets(targets) if isinstance(targets, Sequence) else targets
         self.states: dict[str, TargetState] = {}
         known = self.discovery.current()
         # The caches every target's pages are read through. A template per target's page

@@ -111,17 +111,35 @@ class Recording:
 @dataclass
 class ReplayedScrapes:
     """Every scrape of one target over a span: its record and the deltas it produced
-    (a recording read page by page, a URL watched, a Prometheus range)."""
+    (a recording read page by page, a URL watched, a Prometheus range), and each
+    stream's ``cache_config_info`` labels where they changed (``infos``: time, labels)."""
 
     target: str
     records: list[ScrapeRecord] = field(default_factory=list)
     deltas: dict[str, list[IntervalDelta]] = field(default_factory=dict)
+    infos: dict[str, list[tuple[float, dict[str, str]]]] = field(default_factory=dict)
 
     def add(self, outcome: Outcome) -> None:
         """Append one scrape's outcome (in time order)."""
         self.records.append(outcome.record)
         for d in outcome.deltas:
             self.deltas.setdefault(d.model_name, []).append(d)
+        if outcome.snapshot is not None:
+            for model, stream in outcome.snapshot.streams.items():
+                seen = self.infos.setdefault(model, [])
+                if stream.info and (not seen or seen[-1][1] != stream.info):
+                    seen.append((outcome.snapshot.ts, dict(stream.info)))
+
+    def info_at(self, model: str, t: float) -> dict[str, str]:
+        """The stream's ``cache_config_info`` labels of the latest page at or before ``t``
+        (the first page's before it; empty: the pages never showed them)."""
+        seen = self.infos.get(model, [])
+        found = seen[0][1] if seen else {}
+        for ts, info in seen:
+            if ts > t:
+                break
+            found = info
+        return found
 
     @property
     def start(self) -> float:

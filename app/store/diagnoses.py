@@ -77,6 +77,21 @@ class DiagnosisStore:
         )
         return {(t, m): (e, c, _decode(p).get("sub_cause")) for t, m, e, c, p in rows}
 
+    def classes(
+        self, target: str, model_name: str, start: float, end: float
+    ) -> list[tuple[float, str]]:
+        """(end, class) of a stream's stored rows with ``start < end_ts <= end``, oldest
+        first (the payloads are not read)."""
+        return [
+            (float(e), str(c))
+            for e, c in self.store.fetchall(
+                "SELECT d.end_ts, d.class FROM diagnoses d JOIN streams s ON s.id = d.stream_id "
+                "WHERE s.target = ? AND s.model_name = ? AND d.end_ts > ? AND d.end_ts <= ? "
+                "ORDER BY d.end_ts",
+                [target, model_name, start, end],
+            )
+        ]
+
     def query(
         self, target: str, *, model_name: str | None, start: float, end: float, limit: int
     ) -> list[dict[str, Any]]:

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dash import html
+from dash import dcc, html
 
 from app.diagnose import Diagnosis
 from app.diagnose.classes import situation
-from app.diagnose.records import Evidence, fmt_value
+from app.diagnose.records import Change, Evidence, Hint, fmt_value
 from app.ui import palette
 from app.ui.data import Point
 from app.ui.figures import band_runs, utc
@@ -85,9 +85,10 @@ def evidence_table(evidence: Sequence[Evidence], rules: Sequence[str] | None = N
     return html.Table([html.Thead(head), html.Tbody(rows)], className="evidence")
 
 
-def hints_list(d: Diagnosis) -> html.Ol | html.P:
-    """What to change, most useful first: the title, the flag or action, and why."""
-    if not d.hints:
+def hints_list(hints: Sequence[Hint]) -> html.Ol | html.P:
+    """What to change, most useful first: the title, the flag or action, and why (a
+    stream's diagnosis and a fleet's imbalance alike)."""
+    if not hints:
         return html.P("Nothing to change.", className="muted")
     return html.Ol(
         [
@@ -101,10 +102,46 @@ def hints_list(d: Diagnosis) -> html.Ol | html.P:
                 className="hint",
                 **data_attrs(hint=h.id),
             )
-            for h in d.hints
+            for h in hints
         ],
         className="hints",
     )
+
+
+def changes_table(changes: Sequence[Change]) -> html.Table:
+    """What moved against the stream's healthy baseline, the headline first: the change
+    in words, and the share of the symptom it explains."""
+    rows = [
+        html.Tr(
+            [
+                html.Td(c.text()),
+                html.Td(f"{c.share:.0%}" if c.share > 0 else "none", className="num"),
+            ],
+            **data_attrs(signal=c.signal),
+        )
+        for c in changes
+    ]
+    head = html.Tr([html.Th("against the healthy baseline"), html.Th("explains")])
+    return html.Table([html.Thead(head), html.Tbody(rows)], className="changes")
+
+
+# The marks of an SLO judgement (``app.diagnose.slo.verdict``), with what each means.
+SLO_MARK_TEXT: dict[str, tuple[str, str]] = {
+    "over": ("▲ over", "the histogram's bucket edges prove more than 1 % above the SLO"),
+    "unproven": (
+        "≈ unproven",
+        "the p99 lies in a histogram bucket around the SLO: more likely over than not, "
+        "but the bucket edges cannot prove it",
+    ),
+}
+
+
+def slo_mark(verdict: str | None) -> list[Any]:
+    """`` ▲ over`` / `` ≈ unproven`` with a tooltip, or nothing (within, or unknown)."""
+    if verdict not in SLO_MARK_TEXT:
+        return []
+    text, title = SLO_MARK_TEXT[verdict]
+    return [" ", html.Span(text, className=f"slo-mark {verdict}", title=title)]
 
 
 def diagnosis_card(d: Diagnosis, *, latest: bool) -> html.Div:
@@ -124,11 +161,19 @@ def diagnosis_card(d: Diagnosis, *, latest: bool) -> html.Div:
         ),
         html.P(d.summary, className="summary"),
         html.P(
-            f"TTFT p99 {fmt_value(d.ttft_p99, 's', d.ttft_p99_ge)} (SLO "
-            f"{fmt_value(d.slo_ttft_p99, 's')}) · ITL p99 "
-            f"{fmt_value(d.itl_p99, 's', d.itl_p99_ge)} (SLO {fmt_value(d.slo_itl_p99, 's')})"
+            [
+                f"TTFT p99 {fmt_value(d.ttft_p99, 's', d.ttft_p99_ge)} (SLO "
+                f"{fmt_value(d.slo_ttft_p99, 's')})",
+                *slo_mark(d.ttft_slo),
+                " · ITL p99 "
+                f"{fmt_value(d.itl_p99, 's', d.itl_p99_ge)} (SLO {fmt_value(d.slo_itl_p99, 's')})",
+                *slo_mark(d.itl_slo),
+            ]
         ),
     ]
+    if d.changes:
+        parts.append(html.H4("What changed"))
+        parts.append(changes_table(d.changes))
     if d.secondary:
         parts.append(html.H4("Also holds"))
         parts.append(
@@ -146,7 +191,7 @@ def diagnosis_card(d: Diagnosis, *, latest: bool) -> html.Div:
             )
         )
     parts.append(html.H4("What to change"))
-    parts.append(hints_list(d))
+    parts.append(hints_list(d.hints))
     roofline = None if d.roofline is None else d.roofline.text()
     if roofline is not None:
         parts.append(html.H4("Roofline"))
@@ -192,4 +237,25 @@ def engines_table(engines: dict[str, dict[str, float]]) -> html.Div:
             html.H4("Engines (last scrape)"),
             html.Table([html.Thead(head), html.Tbody(rows)], className="engines"),
         ]
+    )
+
+
+def page_head(
+    title: Any, select_id: str, options: Sequence[str], value: str | None, *, title_id: str | None
+) -> html.Div:
+    """A page's heading and the dropdown beside it that picks what the page shows (a
+    target's model, a model's fleet)."""
+    heading = html.H2(title) if title_id is None else html.H2(title, id=title_id)
+    return html.Div(
+        [
+            heading,
+            dcc.Dropdown(
+                id=select_id,
+                options=[{"label": o, "value": o} for o in options],
+                value=value,
+                clearable=False,
+                className="model-select",
+            ),
+        ],
+        className="page-head",
     )

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import quote, urlencode
 
-from app.ui.alertfeed import AlertFeed
+from app.fleet.aggregate import fleet_key
+from app.ui.alertfeed import AlertFeed, AlertRow
 from app.ui.data import UiData
 from app.ui.fleetdata import FleetData
 
@@ -52,6 +53,19 @@ class PageContext:
             params["at"] = str(int(at))
         path = self.relative(f"/fleets/{quote(model, safe='')}")
         return f"{path}?{urlencode(params)}" if params else path
+
+    def alert_href(self, alert: AlertRow, *, at: float | None = None) -> str:
+        """Where an alert is explained, at ``at``: a target's alert opens the target page;
+        an alert about a model and no target (the SLO burn-rate alerts: labels ``slo``,
+        ``model_name`` and the ``fleet.group_by`` labels) opens its fleet's page, the
+        fleet named by those labels, as the alert's own ``ui_url`` does."""
+        if alert.target:
+            return self.target_href(alert.target, alert.model_name, at=at)
+        if not alert.model_name:
+            return self.relative("/")
+        group_by = () if self.fleets is None else self.fleets.options.group_by
+        fleet = fleet_key(alert.model_name, alert.labels, group_by).name
+        return self.fleet_href(alert.model_name, fleet, at=at)
 
     def incident_href(
         self,

@@ -7,6 +7,12 @@ and it works for any window length or step the page asks for. Points of windows 
 can no longer change (older than the source's ``settled`` delay) are cached per
 instance, so a live page refreshing every few seconds only computes its newest windows.
 
+**What changed.** A problem window's diagnosis (the target page's and the incident's
+card) carries its changes against the stream's healthy baseline, found the way replay
+finds it (``app.evaluate.baseline``): the classes of this stream's own timeline over the
+last :data:`RUN_SEARCH_S` seconds say where the run began and which windows of the hour
+before were healthy; their data come from the source. One baseline per run, kept.
+
 **Resolution.** A range is cut into at most ``budget`` windows: the step is the
 configured one (15 s) or the next coarser of :data:`STEPS` that fits, and the window
 length is the configured one (60 s) or the step when that is longer (so windows tile
@@ -21,6 +27,9 @@ import threading
 from dataclasses import dataclass, field
 
 from app.diagnose import Diagnosis, DiagnosisClass, DiagnosisConfig, diagnose
+from app.diagnose.changes import COMPARED, Baseline, with_changes
+from app.diagnose.classify import with_baseline
+from app.evaluate.baseline import Segment, assemble, healthy_spans, run_state
 from app.model import Quantile, Window
 from app.read.windows import grid_runs
 from app.ui import palette
@@ -32,6 +41,10 @@ _CACHE_CAP = 200_000
 # Cached points older than this before the newest one of their stream are dropped: the
 # pages look back at most a day by preset (a custom range further back is recomputed).
 _CACHE_KEEP_S = 2 * 86400.0
+# How far back a problem window's run is followed to where it began (and the healthy
+# hour before it): a run longer than two hours has no baseline on the page.
+RUN_SEARCH_S = 3 * 3600.0
+_BASELINES_CAP = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +68,9 @@ class Point:
     kv_max: float | None
     preemptions: float | None
     requests: float
+    # The diagnosis' judgement of each SLO (``app.diagnose.slo.verdict``): the markers.
+    ttft_slo: str | None = None
+    itl_slo: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +140,8 @@ def point_of(w: Window, d: Diagnosis) -> Point:
         kv_max=None if kv is None else kv.max,
         preemptions=w.increases.get("preemptions"),
         requests=w.observations.get("ttft", 0.0),
+        ttft_slo=d.ttft_slo,
+        itl_slo=d.itl_slo,
     )
 
 
@@ -175,6 +193,8 @@ class UiData:
         self._diagnosed: dict[
             tuple[str, str, float], tuple[float, tuple[Window, Diagnosis] | None]
         ] = {}
+        # The healthy baseline of each run seen: (target, model, length, run start).
+        self._baselines: dict[tuple[str, str, float, float], Baseline] = {}
 
     # -- time -------------------------------------------------------------------------
     def now(self) -> float:
@@ -268,25 +288,70 @@ class UiData:
         return out
 
     def diagnosis_at(
-        self, target: str, model: str, end: float, length: float | None = None
+        self,
+        target: str,
+        model: str,
+        end: float,
+        length: float | None = None,
+        *,
+        compare: bool = True,
     ) -> tuple[Window, Diagnosis] | None:
-        """The window of ``length`` (default the configured one) ending at ``end``."""
+        """The window of ``length`` (default the configured one) ending at ``end``; with
+        ``compare``, a problem window's changes against the healthy baseline."""
         size = length or self.length
         key = (target, model, size)
         hit = self._diagnosed.get(key)
         if hit is not None and hit[0] == end:
-            return hit[1]
-        obs = self.source.observe(target, model, first_end=end, end=end, length=size, step=size)
-        got = (obs[0].window, self._diagnose(obs[0])) if obs else None
-        if end <= self.source.now() - self.source.settled:  # it can no longer change
-            with self._lock:
-                if hit is None or hit[0] < end:
-                    self._diagnosed[key] = (end, got)
-        return got
+            got = hit[1]
+        else:
+            obs = self.source.observe(target, model, first_end=end, end=end, length=size, step=size)
+            got = (obs[0].window, self._diagnose(obs[0])) if obs else None
+            if end <= self.source.now() - self.source.settled:  # it can no longer change
+                with self._lock:
+                    if hit is None or hit[0] < end:
+                        self._diagnosed[key] = (end, got)
+        if got is None or not compare or str(got[1].cls) not in COMPARED:
+            return got
+        return got[0], self._compared(target, model, *got)
 
-    def current(self, target: str, model: str) -> tuple[Window, Diagnosis] | None:
+    def current(
+        self, target: str, model: str, *, compare: bool = True
+    ) -> tuple[Window, Diagnosis] | None:
         """The latest complete window of a stream."""
-        return self.diagnosis_at(target, model, self.aligned_end(self.now()))
+        return self.diagnosis_at(target, model, self.aligned_end(self.now()), compare=compare)
+
+    def _compared(self, target: str, model: str, w: Window, d: Diagnosis) -> Diagnosis:
+        """``d`` with what changed against the healthy hour before its run began."""
+        tl = self.timeline(target, model, w.end - RUN_SEARCH_S, w.end)
+        run_start: float | None = None
+        for p in tl.points:
+            if p.end < w.end:
+                run_start = run_state(p.cls, run_start, p.end)
+        run_start = run_state(str(d.cls), run_start, w.end)
+        if run_start is None:  # pragma: no cover - a compared class always runs
+            return d
+        key = (target, model, tl.length, run_start)
+        with self._lock:
+            baseline = self._baselines.get(key)
+        if baseline is None:
+            segments = [
+                Segment(p.end - tl.length, p.end, p.cls) for p in tl.points if p.end <= run_start
+            ]
+            segments.append(Segment(run_start - tl.length, run_start, str(d.cls)))
+
+            def window_of(a: float, b: float) -> Window | None:
+                obs = self.source.observe(
+                    target, model, first_end=b, end=b, length=b - a, step=b - a
+                )
+                return obs[0].window if obs else None
+
+            baseline = assemble(healthy_spans(segments, run_start), run_start, window_of)
+            with self._lock:
+                if len(self._baselines) >= _BASELINES_CAP:
+                    self._baselines.clear()
+                self._baselines[key] = baseline
+        d = with_baseline(d, w, baseline.derived, self.config)
+        return with_changes(d, w, baseline)
 
     # -- overview ---------------------------------------------------------------------------
     def cards(self, firing: dict[tuple[str, str], list[str]] | None = None) -> list[Card]:
@@ -303,7 +368,7 @@ class UiData:
             if info is None and self.source.live:
                 continue  # a stream of a target no longer configured
             seen.add(target)
-            cur = self.current(target, model)
+            cur = self.current(target, model, compare=False)
             recent = self.timeline(target, model, end - 900.0, end).points
             out.append(
                 Card(

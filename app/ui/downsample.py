@@ -1,8 +1,9 @@
 """Fewer chart points without losing the spikes (pure).
 
 Consecutive points are grouped into at most ``max_points`` buckets. Within a bucket the
-p99 lines, the maxima (waiting max, KV max) and the class keep their *worst* value — the
-largest p99 (with its "≥ bound" flag), the most severe class — so a one-window spike is
+p99 lines, the maxima (waiting max, KV max), the class and the SLO judgements keep their
+*worst* value — the largest p99 (with its "≥ bound" flag), the most severe class, "over"
+before "unproven" before "within" — so a one-window spike is
 still drawn at its full height; p50 and averages take the mean; preemptions and request
 counts are summed. A bucket is drawn at its last point's time.
 """
@@ -42,6 +43,14 @@ def _sum(values: Sequence[float | None]) -> float | None:
     return math.fsum(present) if present else None
 
 
+_VERDICT_RANK = {"over": 3, "unproven": 2, "within": 1}
+
+
+def _worst_verdict(values: Sequence[str | None]) -> str | None:
+    """The strongest SLO judgement of a group: over, then unproven, then within."""
+    return max(values, key=lambda v: _VERDICT_RANK.get(v or "", 0), default=None)
+
+
 def merge(group: Sequence[Point]) -> Point:
     """One point standing for a group of consecutive points."""
     if len(group) == 1:
@@ -67,6 +76,8 @@ def merge(group: Sequence[Point]) -> Point:
         kv_max=_max([p.kv_max for p in group]),
         preemptions=_sum([p.preemptions for p in group]),
         requests=math.fsum(p.requests for p in group),
+        ttft_slo=_worst_verdict([p.ttft_slo for p in group]),
+        itl_slo=_worst_verdict([p.itl_slo for p in group]),
     )
 
 

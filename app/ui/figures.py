@@ -346,10 +346,52 @@ def target_figure(
             col=1,
         )
     _layout(fig, timeline, height, uirevision)
-    fig.update_layout(shapes=mark_shapes(marks), annotations=mark_annotations(marks))
+    span_s = max(timeline.end - timeline.start, timeline.step)
+    if x_range is not None:
+        span_s = max(x_range[1] - x_range[0], timeline.step)
+    rows = max(mark_levels(marks, span_s), default=0)
+    fig.update_layout(
+        shapes=mark_shapes(marks),
+        annotations=mark_annotations(marks, span_s),
+        margin={"t": 30 + MARK_ROW_PX * rows},  # room for the stacked labels
+    )
     if x_range is not None:
         fig.update_xaxes(range=[x_range[0] * 1000.0, x_range[1] * 1000.0], autorange=False)
     return fig
+
+
+# Mark labels: a label is about this many pixels per character (10 px font) on a plot
+# about this wide; labels that would overlap are stacked a row higher each.
+MARK_CHAR_PX = 6.2
+MARK_PAD_PX = 8.0
+MARK_PLOT_PX = 1000.0
+MARK_ROW_PX = 14
+
+
+def mark_levels(marks: Sequence[Mark], span_s: float | None = None) -> list[int]:
+    """The row of each mark's label (0: just above the top row), so no two labels overlap.
+
+    Labels are laid out left to right; each takes the lowest row where it clears the
+    label before it, its width estimated from its text on a plot :data:`MARK_PLOT_PX`
+    wide spanning ``span_s`` seconds. Marks at the same instant always stack (also when
+    the span is unknown); a lone mark stays on row 0.
+    """
+    scale = (span_s or 0.0) / MARK_PLOT_PX  # seconds per pixel
+    levels = [0] * len(marks)
+    right_edges: list[float] = []  # per row: where its last label ends, seconds
+    for i in sorted(range(len(marks)), key=lambda k: marks[k].at):
+        m = marks[i]
+        half = (len(m.text) * MARK_CHAR_PX / 2 + MARK_PAD_PX) * scale
+        left, right = m.at - half, m.at + half
+        for row, edge in enumerate(right_edges):
+            if left > edge:
+                levels[i] = row
+                right_edges[row] = right
+                break
+        else:
+            levels[i] = len(right_edges)
+            right_edges.append(right)
+    return levels
 
 
 def mark_shapes(marks: Sequence[Mark]) -> list[dict[str, Any]]:
@@ -369,8 +411,10 @@ def mark_shapes(marks: Sequence[Mark]) -> list[dict[str, Any]]:
     ]
 
 
-def mark_annotations(marks: Sequence[Mark]) -> list[dict[str, Any]]:
-    """The marks' labels, above the top row."""
+def mark_annotations(marks: Sequence[Mark], span_s: float | None = None) -> list[dict[str, Any]]:
+    """The marks' labels above the top row, stacked where they would overlap
+    (:func:`mark_levels`; ``span_s``: the seconds the x axis spans)."""
+    levels = mark_levels(marks, span_s)
     return [
         {
             "x": m.at * 1000.0,
@@ -380,9 +424,11 @@ def mark_annotations(marks: Sequence[Mark]) -> list[dict[str, Any]]:
             "text": m.text,
             "showarrow": False,
             "yanchor": "bottom",
-            "font": {"size": 10},
+            "yshift": level * MARK_ROW_PX,
+            "font": {"size": 10, "color": m.colour},
+            "bgcolor": "rgba(255,255,255,0.85)",
         }
-        for m in marks
+        for m, level in zip(marks, levels, strict=True)
     ]
 
 

@@ -14,10 +14,11 @@ from dash import dcc, html
 
 from app.diagnose.records import fmt_value
 from app.fleet.imbalance import Imbalance
+from app.fleet.slo import Budget
 from app.fleet.tracker import SloStatus
 from app.fleet.view import FleetView
 from app.ui import palette
-from app.ui.components import badge, data_attrs, evidence_table
+from app.ui.components import badge, data_attrs, evidence_table, hints_list
 from app.ui.fleet_figures import objective_label
 from app.ui.fleetdata import ReplicaPoint
 
@@ -77,24 +78,7 @@ def imbalance_panel(view: FleetView, *, min_replicas: int = 2) -> html.Div:
             )
         )
     parts.append(html.H4("What to change"))
-    parts.append(
-        html.Ol(
-            [
-                html.Li(
-                    [
-                        html.Strong(h.title),
-                        html.Span(": "),
-                        html.Code(h.action),
-                        html.Div(["why: ", h.why], className="why"),
-                    ],
-                    className="hint",
-                    **data_attrs(hint=h.id),
-                )
-                for h in imb.hints
-            ],
-            className="hints",
-        )
-    )
+    parts.append(hints_list(imb.hints))
     return html.Div(parts, className="imbalance-panel", **data_attrs(flagged=",".join(imb.flagged)))
 
 
@@ -187,13 +171,25 @@ def _q(quantiles: Mapping[str, Mapping[str, Any]], signal: str) -> str:
     return "n/a" if q is None else fmt_value(q.value, "s", q.ge_top_bucket)
 
 
-def budget_text(remaining: float | None) -> str:
-    """``87 % left``, ``overspent (-12 %)``, or ``no data`` when nothing was judged."""
+def budget_text(b: Budget) -> str:
+    """``87 % left``, ``overspent (-12 %)``, ``n/a (312 events)`` while its period holds
+    too few events to judge, or ``no data``."""
+    remaining = b.remaining
     if remaining is None:
-        return "no data"
+        return f"n/a ({b.events:,.0f} events)" if b.events > 0 and not b.judged else "no data"
     if remaining < 0:
         return f"overspent ({remaining:.0%})"
     return f"{remaining:.0%} left"
+
+
+def budget_title(b: Budget) -> str | None:
+    """The hover of a budget not yet judged: why it says n/a."""
+    if b.judged or b.events <= 0:
+        return None
+    return (
+        f"judged once its period holds {b.min_events:,.0f} events of each objective "
+        f"(slo.min_events_for_budget); {b.events:,.0f} so far"
+    )
 
 
 def _period(seconds: float) -> str:
@@ -231,8 +227,9 @@ def slo_panel(statuses: Sequence[SloStatus]) -> html.Div:
                     ),
                     html.Div(f"objectives: {objectives or 'errors only'}"),
                     html.Div(
-                        ["error budget: ", html.Strong(budget_text(s.budget.remaining))],
+                        ["error budget: ", html.Strong(budget_text(s.budget))],
                         className="budget",
+                        title=budget_title(s.budget),
                         **data_attrs(slo=spec.name),
                     ),
                     html.Div(f"burn rate {burns}", className="burn"),

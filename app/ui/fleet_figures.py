@@ -3,9 +3,11 @@ figures out (no I/O, no Dash).
 
 * :func:`replicas_figure` — the replicas side by side over time (TTFT p99, ITL p99,
   running, KV), one line per replica plus the fleet's own p99 (of all requests, from the
-  summed buckets); windows where a replica was flagged carry an "x" marker.
+  summed buckets); windows where a replica was flagged carry a thin "x" drawn behind
+  the lines (the line stays visible). The legend calls a replica "imbalanced" when it is
+  flagged in the window the page's table shows (``flagged``): legend and table agree.
 * :func:`replicas_bars` — the latest window, one bar per replica per signal, with the
-  fair share on the running row.
+  fair share on the running row; labels keep a readable size (never shrunk to the bar).
 * :func:`slo_figure` — attainment per objective against the SLO's target, and the error
   budget left, over time.
 
@@ -16,7 +18,7 @@ bound: a gap in the line with a "≥" marker, and "≥" in bar text.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -26,7 +28,14 @@ from app.ui import palette
 from app.ui.figures import slo_line
 from app.ui.fleetdata import FleetSeries, ReplicaPoint, SloSeries
 
-FLAG_MARKER = {"symbol": palette.IMBALANCED_SYMBOL, "size": 9, "color": palette.IMBALANCED}
+FLAG_MARKER = {
+    "symbol": palette.IMBALANCED_SYMBOL,
+    "size": 8,
+    "color": palette.IMBALANCED,
+    "line": {"color": palette.IMBALANCED, "width": 1.5},
+    "opacity": 0.8,
+}
+BAR_TEXT_PX = 11  # bar labels: this size, never shrunk to fit a narrow bar
 Get = Callable[[ReplicaPoint], tuple[float | None, bool]]
 # (row title, hover unit, scale, getter): the rows of the side-by-side figure
 ROWS: tuple[tuple[str, str, float, Get], ...] = (
@@ -141,12 +150,31 @@ def _flag_markers(fig: go.Figure, series: FleetSeries) -> None:
         shown = True
 
 
+def latest_flagged(series: FleetSeries) -> tuple[str, ...]:
+    """Replicas flagged in the series' latest window (the table's, on a live page)."""
+    last = max((p.end for ps in series.points.values() for p in ps), default=None)
+    return tuple(
+        r
+        for r in series.replicas
+        if any(p.end == last and p.flags for p in series.points.get(r, ()))
+    )
+
+
 def replicas_figure(
-    series: FleetSeries, *, uirevision: str | None = None, height: int = 760
+    series: FleetSeries,
+    *,
+    flagged: Collection[str] | None = None,
+    uirevision: str | None = None,
+    height: int = 760,
 ) -> go.Figure:
-    """The replicas of one fleet side by side over time, with the fleet's p99 and SLOs."""
+    """The replicas of one fleet side by side over time, with the fleet's p99 and SLOs.
+
+    ``flagged``: the replicas the page calls imbalanced (its table's window; default the
+    series' latest window); earlier flags show as markers only.
+    """
     fig = make_subplots(rows=len(ROWS), cols=1, shared_xaxes=True, vertical_spacing=0.04)
-    flagged = set(series.flagged)
+    _flag_markers(fig, series)  # first: drawn behind the lines they mark
+    flagged = set(latest_flagged(series) if flagged is None else flagged)
     for i, replica in enumerate(series.replicas):
         colour, dash = palette.replica_style(i)
         is_flagged = replica in flagged
@@ -182,7 +210,6 @@ def replicas_figure(
     for row, slo, scale in ((1, series.slo_ttft_p99, 1.0), (2, series.slo_itl_p99, 1000.0)):
         unit = ROWS[row - 1][1]
         fig.add_trace(slo_line(span, slo * scale, unit), row=row, col=1)
-    _flag_markers(fig, series)
     fig.update_layout(
         height=height,
         margin={"l": 70, "r": 20, "t": 30, "b": 40},
@@ -243,10 +270,13 @@ def replicas_bars(
                 x=shown,
                 y=[v if v is not None else 0.0 for v, _ in values],
                 text=[
-                    fmt_value(v, unit, ge) + (f" {palette.IMBALANCED_LABEL}" if f else "")
+                    fmt_value(v, unit, ge) + (f"<br>{palette.IMBALANCED_LABEL}" if f else "")
                     for (v, ge), f in zip(values, flagged, strict=True)
                 ],
                 textposition="outside",
+                textangle=0,
+                textfont={"size": BAR_TEXT_PX},
+                constraintext="none",
                 cliponaxis=False,
                 marker={
                     "color": [palette.replica_style(index[r])[0] for r in shown],
@@ -278,11 +308,20 @@ def replicas_bars(
         )
     fig.update_layout(
         height=height,
-        margin={"l": 40, "r": 20, "t": 40, "b": 40},
+        margin={"l": 40, "r": 20, "t": 60, "b": 40},
         plot_bgcolor="#ffffff",
         bargap=0.25,
+        uniformtext={"minsize": BAR_TEXT_PX, "mode": "show"},
     )
+    # Headroom above the tallest bar for its two-line label.
     fig.update_yaxes(showgrid=True, gridcolor="#eeeeee", rangemode="tozero")
+    for col, (title, _unit) in enumerate(BARS, start=1):
+        tallest = max(
+            (v for r in shown if (v := _bar_value(points[r], title, total)[0]) is not None),
+            default=0.0,
+        )
+        if tallest > 0:
+            fig.update_yaxes(range=[0, tallest * 1.3], row=1, col=col)
     for col in (1, 3):
         fig.update_yaxes(tickformat=".0%", row=1, col=col)
     return fig

@@ -16,13 +16,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from app.config import Settings
+from app.config import FleetConfig, StorageConfig, TargetConfig
 from app.diagnose import DiagnosisConfig
 from app.fleet.aggregate import FleetKey, fleet_window, group_streams
 from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds, find_imbalance
-from app.fleet.slo import SloSpec, attainment, window_counts
-from app.fleet.specs import imbalance_thresholds, slo_specs
+from app.fleet.slo import Budget, SloSpec, attainment, window_counts
+from app.fleet.specs import imbalance_thresholds
 from app.fleet.tracker import SloStatus, SloTracker, matches
 from app.fleet.view import FleetView, fleet_view
 from app.model import Quantile, Window
@@ -58,13 +58,21 @@ class FleetOptions:
     retention_s: float | None = None
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> FleetOptions:
+    def from_config(
+        cls,
+        fleet: FleetConfig,
+        storage: StorageConfig,
+        specs: Sequence[SloSpec],
+        targets: Sequence[TargetConfig] = (),
+    ) -> FleetOptions:
+        """The options of the ``fleet`` section; ``specs`` the SLOs
+        (:func:`app.fleet.specs.slo_specs`), ``targets`` those whose labels place replicas."""
         return cls(
-            specs=tuple(slo_specs(settings)),
-            group_by=tuple(settings.fleet.group_by),
-            thresholds=imbalance_thresholds(settings.fleet.imbalance),
-            labels_of={t.name: dict(t.labels) for t in settings.targets},
-            retention_s=settings.storage.retention_days * 86400.0,
+            specs=tuple(specs),
+            group_by=tuple(fleet.group_by),
+            thresholds=imbalance_thresholds(fleet.imbalance),
+            labels_of={t.name: dict(t.labels) for t in targets},
+            retention_s=storage.retention_days * 86400.0,
         )
 
 
@@ -134,7 +142,7 @@ class FleetSummary:
     key: FleetKey
     members: tuple[str, ...]
     flagged: tuple[str, ...]
-    budgets: tuple[tuple[str, float | None], ...]
+    budgets: tuple[tuple[str, Budget], ...]
 
 
 def _p99(w: Window, signal: str) -> Quantile:
@@ -320,15 +328,15 @@ class FleetData:
             self._statuses = (end, out)
         return out
 
-    def budgets(self) -> dict[tuple[str, str], list[tuple[str, float | None]]]:
-        """Per stream (target, model): (SLO name, budget left) of every SLO on its fleet."""
-        out: dict[tuple[str, str], list[tuple[str, float | None]]] = {}
+    def budgets(self) -> dict[tuple[str, str], list[tuple[str, Budget]]]:
+        """Per stream (target, model): (SLO name, budget) of every SLO on its fleet."""
+        out: dict[tuple[str, str], list[tuple[str, Budget]]] = {}
         for s in self.statuses():
             for t in s.members:
-                out.setdefault((t, s.key.model_name), []).append((s.spec.name, s.budget.remaining))
+                out.setdefault((t, s.key.model_name), []).append((s.spec.name, s.budget))
         return out
 
-    def budgets_of(self, target: str, model: str) -> list[tuple[str, float | None]]:
+    def budgets_of(self, target: str, model: str) -> list[tuple[str, Budget]]:
         """(SLO name, budget left) of every SLO on the fleet that holds this stream."""
         return self.budgets().get((target, model), [])
 
@@ -371,6 +379,6 @@ class FleetData:
         out = []
         for key, members in self.groups().items():
             view = self.latest(key, members, diagnose_replicas=False)
-            budgets = tuple((s.spec.name, s.budget.remaining) for s in statuses if s.key == key)
+            budgets = tuple((s.spec.name, s.budget) for s in statuses if s.key == key)
             out.append(FleetSummary(key, tuple(members), view.imbalance.flagged, budgets))
         return out

@@ -75,6 +75,9 @@ INCIDENT_DETAIL = "incident-detail"
 INCIDENT_EXPORT = "incident-export"
 INCIDENT_DOWNLOAD = "incident-download"
 INCIDENT_PREVIEW = "incident-preview"
+INCIDENT_EXPORT_HTML = "incident-export-html"
+INCIDENT_DOWNLOAD_HTML = "incident-download-html"
+INCIDENT_OPEN = "incident-open"  # dcc.Store: the index of the open spike in INCIDENT_FOUND
 SPIKE_ROW = "spike-row"  # pattern type, index: position in INCIDENT_FOUND
 
 # -- alerts -------------------------------------------------------------------------------

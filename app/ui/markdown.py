@@ -1,8 +1,9 @@
 """The Markdown incident summary the incident review exports (pure).
 
-Times, peaks, the class sequence, the evidence and hints of the diagnosis at the peak,
-and the alerts that changed state. Every value that comes from outside (target and
-model names, alert labels and summaries, notes) is escaped: HTML's ``& < >`` become
+Times, peaks, the class sequence, what changed against the stream's healthy baseline,
+the evidence and hints of the diagnosis at the peak, and the alerts that changed state.
+Every value that comes from outside (target and model names, alert labels and
+summaries, notes) is escaped: HTML's ``& < >`` become
 entities and Markdown's punctuation is backslash-escaped, so a model named
 ``<script>`` or ``a|b`` stays text in any renderer.
 """
@@ -87,6 +88,19 @@ def incident_markdown(
             f"**{esc(palette.label(str(d.cls), d.sub_cause))}** "
             f"(confidence {d.confidence:.2f}): {esc(d.summary)}",
             "",
+        ]
+        if d.changes:
+            lines += [
+                "### What changed",
+                "",
+                "| against the healthy baseline | explains |",
+                "|---|---|",
+            ]
+            for c in d.changes:
+                share = f"{c.share:.0%}" if c.share > 0 else "none"
+                lines.append(f"| {esc(c.text())} | {share} |")
+            lines.append("")
+        lines += [
             "### Evidence",
             "",
             "| rule | signal | value | threshold | holds |",

@@ -21,9 +21,9 @@ from a2wsgi import WSGIMiddleware
 from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
-from app.config import Settings
+from app.config import ScrapeConfig, Settings, SourceConfig, WindowConfig
 from app.diagnose import DiagnosisConfig
-from app.evaluate.settings import diagnosis_config
+from app.fleet.specs import slo_specs
 from app.fleet.tracker import SloTracker
 from app.pacing import Pacer
 from app.redact import redact_url
@@ -111,48 +111,62 @@ def mount(
     app.router.lifespan_context = lifespan
 
 
-def mount_live(app: FastAPI, settings: Settings, *, warm: bool = True) -> UiData:
-    """The UI of the running service (its store, targets, alerts) under ``/ui``."""
+def mount_live(
+    app: FastAPI,
+    *,
+    window: WindowConfig,
+    scrape: ScrapeConfig,
+    source: SourceConfig,
+    config: DiagnosisConfig,
+    fleet: FleetOptions,
+    alerts: bool = True,
+    warm: bool = True,
+) -> UiData:
+    """The UI of the running service (its store, targets, alerts) under ``/ui``.
+
+    ``config`` is the service's diagnosis configuration, ``fleet`` how it forms and
+    judges fleets; ``alerts`` False (alerting off) shows none; ``warm`` runs the cache
+    warmer with the app.
+    """
 
     def service() -> Any:
         return app.state.service
 
-    source = StoreSource(
+    store_source = StoreSource(
         lambda: service().store,
         targets=live_targets(lambda: service().source.targets()),
-        settled=settings.scrape.interval + settings.scrape.timeout + 1.0,
-        label=_live_label(settings),
+        settled=scrape.interval + scrape.timeout + 1.0,
+        label=_live_label(source),
     )
-    data = UiData(
-        source,
-        diagnosis_config(settings),
-        length=settings.window.length,
-        step=settings.window.step,
-    )
-    alerts: AlertFeed = StoreAlerts(lambda: service().store)
-    if not settings.alerts.enabled:
-        alerts = NoAlerts()
+    data = UiData(store_source, config, length=window.length, step=window.step)
+    feed: AlertFeed = StoreAlerts(lambda: service().store) if alerts else NoAlerts()
 
     def tracker() -> SloTracker:  # the evaluator's: one cache for alerts, gauges and UI
         found: SloTracker = service().evaluator.tracker
         return found
 
     fleets = FleetData(
-        source,
+        store_source,
         data.config,
-        FleetOptions.from_settings(settings),
-        length=settings.window.length,
-        step=settings.window.step,
+        fleet,
+        length=window.length,
+        step=window.step,
         tracker=tracker,
     )
-    mount(app, data, alert_feed=alerts, fleets=fleets, warmer=Warmer(data) if warm else None)
+    mount(app, data, alert_feed=feed, fleets=fleets, warmer=Warmer(data) if warm else None)
     return data
 
 
-def _live_label(settings: Settings) -> str:
-    if settings.source.kind == "prometheus":
-        return f"live from Prometheus {redact_url(settings.source.url or '')}"
+def _live_label(source: SourceConfig) -> str:
+    if source.kind == "prometheus":
+        return f"live from Prometheus {redact_url(source.url or '')}"
     return "live"
+
+
+def _default_fleet_options() -> FleetOptions:
+    """The default settings' fleets: the built-in SLO, no grouping labels."""
+    defaults = Settings()
+    return FleetOptions.from_config(defaults.fleet, defaults.storage, slo_specs(defaults))
 
 
 def standalone(
@@ -174,7 +188,7 @@ def standalone(
     data = UiData(source, config, length=length, step=step)
     fleets = None
     if isinstance(source, StoreSource):
-        options = fleet_options or FleetOptions.from_settings(Settings())
+        options = fleet_options or _default_fleet_options()
         fleets = FleetData(source, config, options, length=length, step=step)
     mount(app, data, alert_feed=alert_feed, fleets=fleets)
 

@@ -71,14 +71,27 @@ def label(cls: str, sub_cause: str | None = None) -> str:
 
 
 # Replicas side by side: each replica a colour *and* a dash style, so lines stay apart in
-# grey and under colour-vision deficiencies; the legend names every line.
-REPLICA_COLOURS = (BLUE, ORANGE, GREEN, PURPLE, SKY, YELLOW, GREY)
+# grey and under colour-vision deficiencies; the legend names every line. The colours are
+# a categorical set of their own, none of them a class colour (nor close to one: CIE76
+# ΔE ≥ 30 from every swatch above), so no replica reads as a class — a KV-pressure
+# replica is never drawn in Healthy's green.
+REPLICA_COLOURS = (
+    "#332288",  # indigo
+    "#AD1457",  # raspberry
+    "#827717",  # olive
+    "#8C564B",  # brown
+    "#00838F",  # dark cyan
+    "#9C27B0",  # violet
+    "#DDCC77",  # sand
+)
 REPLICA_DASHES = ("solid", "dot", "dash", "longdash", "dashdot")
 FLEET = BLACK  # the fleet's own line (percentiles of all requests)
 # An imbalanced replica: a vermillion "x" marker and a text label, never colour alone.
+# The marker is a thin open cross drawn behind the lines, so the line it flags stays
+# visible through it.
 IMBALANCED = VERMILLION
 IMBALANCED_LABEL = "imbalanced"
-IMBALANCED_SYMBOL = "x"
+IMBALANCED_SYMBOL = "x-thin-open"
 IMBALANCED_PATTERN = "x"
 TARGET_LINE = BLACK  # an SLO's target ratio, and zero budget
 

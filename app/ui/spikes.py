@@ -1,7 +1,9 @@
 """The p99 spike finder of the incident review (pure).
 
-A window is *hot* for a signal (TTFT or ITL p99) when its p99 is over the SLO, or over
-``k`` × the **preceding baseline**: the median p99 of the last ``baseline_windows``
+A window is *hot* for a signal (TTFT or ITL p99) when its p99 is over the SLO — as the
+diagnosis judged it on the histogram (``over``, or ``unproven``: said so in the reason;
+a point without a judgement compares the value) — or over ``k`` × the **preceding
+baseline**: the median p99 of the last ``baseline_windows``
 windows that were not hot (so an ongoing spike never raises its own baseline; with no
 such windows yet only the SLO counts). Hot windows of either signal that touch or
 overlap — at most ``gap`` windows apart — form one spike, from the start of its first
@@ -33,7 +35,7 @@ class Peak:
     at: float
     slo: float
     baseline: float | None
-    reason: str  # "over SLO" or "k× baseline"
+    reason: str  # "over SLO", "over SLO (unproven)" or "k× baseline"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,14 @@ def _value(p: Point, signal: str) -> tuple[float | None, bool]:
     return p.itl_p99, p.itl_p99_ge
 
 
+def _over(p: Point, signal: str, value: float, slo: float) -> str | None:
+    """The reason a point is over its SLO (None: it is not): the diagnosis' judgement."""
+    verdict = p.ttft_slo if signal == "ttft" else p.itl_slo
+    if verdict is None:
+        return "over SLO" if value > slo else None
+    return {"over": "over SLO", "unproven": "over SLO (unproven)"}.get(verdict)
+
+
 def hot_windows(
     points: Sequence[Point],
     signal: str,
@@ -73,8 +83,9 @@ def hot_windows(
         if value is None:
             continue
         base = statistics.median(recent) if recent else None
-        if value > slo:
-            out[i] = (base, "over SLO")
+        over = _over(p, signal, value, slo)
+        if over is not None:
+            out[i] = (base, over)
         elif base is not None and base > 0 and value > k * base:
             out[i] = (base, f"{value / base:.1f}× baseline")
         else:

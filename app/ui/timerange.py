@@ -95,6 +95,23 @@ def resolve(
     return start, end
 
 
+# The data must start this far into a preset's range before the view fits to it.
+FIT_MIN_SHARE = 0.1
+
+
+def fit_to_data(
+    start: float, end: float, first: float | None, *, step: float
+) -> tuple[float, float] | None:
+    """The part of a preset range ``(start, end]`` worth showing when the data begins at
+    ``first``, well inside it (a fresh demo on the 1 h view is otherwise a sliver at the
+    right edge): from a little before ``first`` to ``end``. None when there is no data or
+    it fills the range (from its first tenth on)."""
+    if first is None or first <= start + FIT_MIN_SHARE * (end - start) or first >= end:
+        return None
+    pad = max(step, 0.05 * (end - first))
+    return max(start, first - pad), end
+
+
 def query(search: str | None) -> dict[str, str]:
     """The first value of each URL query parameter."""
     return {k: v[0] for k, v in parse_qs((search or "").lstrip("?")).items() if v}

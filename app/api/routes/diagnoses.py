@@ -48,6 +48,31 @@ class SloObjectivesPublic(Answer):
     itl_p99: float
 
 
+class ChangePublic(Answer):
+    """One signal against the stream's healthy baseline; ``share`` the part of the
+    symptom's growth it explains (0–1)."""
+
+    signal: str
+    baseline: Number | None
+    value: Number | None
+    ratio: float | None = Field(description="value / baseline; null when the baseline is 0")
+    share: Number | None
+    effect: str | None = Field(description="the quantity it drives, when not itself")
+    effect_ratio: Number | None
+
+
+class BaselineInfoPublic(Answer):
+    """What a window was compared with: the healthy data of the hour before its run of
+    problem windows began (``run_start``)."""
+
+    run_start: Number
+    healthy_s: Number
+    needed_s: Number
+    start: Number | None
+    end: Number | None
+    enough: bool
+
+
 class DiagnosisPublic(Answer):
     """The verdict on one window of one stream (``Diagnosis.to_dict``): the class and
     its sub-cause, every comparison every rule made, hints most useful first."""
@@ -64,6 +89,14 @@ class DiagnosisPublic(Answer):
     ttft_p99_ge: bool = Field(description="ttft_p99 is a lower bound (the +Inf bucket)")
     itl_p99: float | None
     itl_p99_ge: bool
+    # Rows stored before SLO verdicts, and before changes were ranked (below), lack those
+    # fields: the route leaves out what a row does not carry.
+    ttft_slo: str | None = Field(
+        default=None, description='the TTFT SLO judged: "over", "unproven", "within"; null: unknown'
+    )
+    itl_slo: str | None = Field(
+        default=None, description="the ITL SLO judged (per token under speculative decoding)"
+    )
     slo: SloObjectivesPublic
     evidence: list[EvidencePublic]
     secondary: list[FindingPublic]
@@ -72,9 +105,19 @@ class DiagnosisPublic(Answer):
     notes: list[str]
     roofline: RooflinePublic | None
     facts: dict[str, float | None] = Field(description="the numbers the rules read")
+    changes: list[ChangePublic] = Field(
+        default=[], description="what moved against the healthy baseline, headline first"
+    )
+    baseline: BaselineInfoPublic | None = Field(
+        default=None, description="what the window was compared with; null: not compared"
+    )
 
 
-@router.get("/diagnoses", response_model=list[DiagnosisPublic])
+@router.get(
+    "/diagnoses",
+    response_model=list[DiagnosisPublic],
+    response_model_exclude_unset=True,  # a stored row is written as it was stored
+)
 def list_diagnoses(
     diagnoses: DiagnosesDep,
     target: Annotated[str, Query(description="target name")],

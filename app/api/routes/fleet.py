@@ -5,85 +5,220 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, HTTPException, Path, Query, Request, Response
+from pydantic import Field
 
-from app.api.deps import ServiceDep
+from app.api.deps import (
+    DiagnosisConfigDep,
+    FleetConfigDep,
+    SloSpecsDep,
+    StoreDep,
+    TargetLabelsDep,
+    WindowConfigDep,
+)
 from app.api.disconnect import run_while_connected
 from app.api.params import HistoryKeptDep, PageDep, Seconds, Step, UnixTime, json_answer
-from app.diagnose import DiagnosisConfig
+from app.api.schemas import (
+    Answer,
+    EvidencePublic,
+    HintPublic,
+    SloCountsPublic,
+    WindowPublic,
+)
 from app.fleet.aggregate import FleetKey
 from app.fleet.slo import SloSpec
-from app.fleet.specs import imbalance_thresholds, slo_specs
+from app.fleet.specs import imbalance_thresholds
 from app.fleet.tracker import matches
 from app.fleet.view import fleet_view
 from app.read.fleet import find_fleet, fleet_views, fleets
 from app.read.windows import QueryError
-from app.service import Service
+from app.store.sqlite import Store
 
 router = APIRouter(tags=["fleets"])
-_SHAPE: dict[str, Any] = {
-    "description": "one object per fleet window (fields: ``FleetView.to_dict``)",
-    "content": {"application/json": {"schema": {"type": "array", "items": {"type": "object"}}}},
-}
 
 
-def _groups(service: Service) -> dict[FleetKey, list[str]]:
-    labels_of = {t.name: dict(t.labels) for t in service.settings.targets}
-    return fleets(service.store.streams(), labels_of, service.settings.fleet.group_by)
+class FleetDiagnosisPublic(Answer):
+    """The diagnosis of a fleet (or replica) window, with its top three hints."""
+
+    cls: str = Field(alias="class")
+    sub_cause: str | None
+    confidence: float
+    summary: str
+    hints: list[HintPublic]
 
 
-def _config(service: Service) -> DiagnosisConfig:
-    return service.diagnosis_config
+class OutlierPublic(Answer):
+    """One replica departing from its peers in one way (``kind``)."""
+
+    replica: str
+    kind: str
+    summary: str
+    evidence: list[EvidencePublic]
+    hints: list[HintPublic]
 
 
-def _slos(service: Service, key: FleetKey, members: list[str]) -> list[SloSpec]:
+class ReplicaSharePublic(Answer):
+    """One replica's figures next to its peers'."""
+
+    replica: str
+    running_avg: float | None
+    running_share: float | None
+    waiting_avg: float | None
+    kv_avg: float | None
+    ttft_p99: float | None
+    itl_p99: float | None
+
+
+class ImbalancePublic(Answer):
+    """The replicas that depart from their peers, each replica's share, the hints."""
+
+    flagged: list[str]
+    summary: str | None
+    fair_share: float | None
+    outliers: list[OutlierPublic]
+    replicas: list[ReplicaSharePublic]
+    hints: list[HintPublic]
+
+
+class GoodputPublic(Answer):
+    """Requests per second that met TTFT and TPOT and did not fail: an estimate inside
+    a range (``app.fleet.slo.Goodput``); null with no finished requests."""
+
+    requests: float | None
+    good: float | None
+    good_min: float | None
+    good_max: float | None
+    goodput_per_s: float | None
+    goodput_min_per_s: float | None
+    goodput_max_per_s: float | None
+    approximated: bool
+    notes: list[str]
+
+
+class SloWindowPublic(Answer):
+    """One SLO over one window: attainment per objective, shares, goodput, counts."""
+
+    slo: str
+    attainment: dict[str, float | None]
+    interpolated: list[str]
+    error_share: float | None
+    abort_share: float | None
+    goodput: GoodputPublic
+    counts: SloCountsPublic
+
+
+class ReplicaWindowPublic(WindowPublic):
+    """One replica's window, flagged when it departs from its peers."""
+
+    flagged: bool
+    diagnosis: FleetDiagnosisPublic
+    slo: list[SloWindowPublic]
+
+
+class FleetWindowPublic(WindowPublic):
+    """A fleet window: the replicas' windows summed (``/windows``' fields), its diagnosis,
+    imbalance and SLO figures, and every replica's own window."""
+
+    fleet: str
+    labels: dict[str, str]
+    replicas_up: int
+    absent: list[str] = Field(description="members without data in this window")
+    notes: list[str]
+    diagnosis: FleetDiagnosisPublic
+    imbalance: ImbalancePublic
+    slo: list[SloWindowPublic]
+    replicas: list[ReplicaWindowPublic]
+
+
+class FleetPublic(Answer):
+    """A fleet (a model, and the ``fleet.group_by`` labels), its replicas, its latest
+    window."""
+
+    name: str
+    model_name: str
+    labels: dict[str, str]
+    members: list[str]
+    latest: FleetWindowPublic
+
+
+def _groups(
+    store: Store, labels_of: Mapping[str, Mapping[str, str]], group_by: Sequence[str]
+) -> dict[FleetKey, list[str]]:
+    return fleets(store.streams(), labels_of, group_by)
+
+
+def _slos(
+    specs: Sequence[SloSpec],
+    labels_of: Mapping[str, Mapping[str, str]],
+    key: FleetKey,
+    members: list[str],
+) -> list[SloSpec]:
     """The SLOs that select any of the fleet's replicas."""
-    labels_of = {t.name: dict(t.labels) for t in service.settings.targets}
     return [
         spec
-        for spec in slo_specs(service.settings)
+        for spec in specs
         if key.model_name not in spec.exclude_models
         and any(matches(spec.selector, key.model_name, labels_of.get(t, {})) for t in members)
     ]
 
 
-@router.get("/fleets")
-def list_fleets(service: ServiceDep, page: PageDep, response: Response) -> list[dict[str, Any]]:
+@router.get("/fleets", response_model=list[FleetPublic])
+def list_fleets(
+    store: StoreDep,
+    labels_of: TargetLabelsDep,
+    fleet: FleetConfigDep,
+    config: DiagnosisConfigDep,
+    specs: SloSpecsDep,
+    defaults: WindowConfigDep,
+    page: PageDep,
+    response: Response,
+) -> list[dict[str, Any]]:
     """Every fleet (model, and ``fleet.group_by`` labels) with its replicas and its latest
     window: summed percentiles, imbalance, diagnosis and SLO attainment; one page of
     them by name (``limit``, ``offset``; ``X-Total-Count``: all), and only its fleets
     computed."""
     end = time.time()
-    length = service.settings.window.length
     out = []
-    groups = sorted(_groups(service).items(), key=lambda kv: kv[0].name)
+    groups = sorted(_groups(store, labels_of, fleet.group_by).items(), key=lambda kv: kv[0].name)
     for key, members in page.take(groups, response):
         view = fleet_view(
-            service.store,
+            store,
             key,
             members,
-            start=end - length,
+            start=end - defaults.length,
             end=end,
-            config=_config(service),
-            thresholds=imbalance_thresholds(service.settings.fleet.imbalance),
+            config=config,
+            thresholds=imbalance_thresholds(fleet.imbalance),
             diagnose_replicas=True,
         )
         out.append(
             {
                 **key.to_dict(),
                 "members": members,
-                "latest": view.to_dict(_slos(service, key, members)),
+                "latest": view.to_dict(_slos(specs, labels_of, key, members)),
             }
         )
     return out
 
 
-@router.get("/fleets/{name:path}/windows", response_class=Response, responses={200: _SHAPE})
+# The answer is encoded as it is computed, never validated again: the model documents it
+# (and the schema tests check it against real answers).
+@router.get(
+    "/fleets/{name:path}/windows",
+    response_model=list[FleetWindowPublic],
+    response_description="one object per fleet window, oldest first",
+)
 async def fleet_windows(
     request: Request,
-    service: ServiceDep,
+    store: StoreDep,
+    labels_of: TargetLabelsDep,
+    fleet: FleetConfigDep,
+    config: DiagnosisConfigDep,
+    specs: SloSpecsDep,
+    defaults: WindowConfigDep,
     kept: HistoryKeptDep,
     name: Annotated[str, Path(description="fleet name: the model_name, or model{label=value}")],
     start: Annotated[UnixTime | None, Query(description="Unix seconds; default end - 1 h")] = None,
@@ -98,30 +233,29 @@ async def fleet_windows(
     own diagnosis. At most ``app.read.windows.MAX_WINDOWS`` replica windows (windows ×
     replicas) per request (422 beyond, before any work); a client that disconnects stops
     the work between replicas and windows."""
-    cfg = service.settings.window
     end_ts = time.time() if end is None else end
     start_ts = end_ts - 3600.0 if start is None else start
 
     def work(cancel: threading.Event) -> bytes:
         try:
-            key, members = find_fleet(_groups(service), name)
+            key, members = find_fleet(_groups(store, labels_of, fleet.group_by), name)
         except KeyError:
             raise HTTPException(404, f"unknown fleet {name!r}") from None
         views = fleet_views(
-            service.store,
+            store,
             key,
             members,
             start=start_ts,
             end=end_ts,
-            length=window or cfg.length,
-            step=step or cfg.step,
-            config=_config(service),
-            thresholds=imbalance_thresholds(service.settings.fleet.imbalance),
+            length=window or defaults.length,
+            step=step or defaults.step,
+            config=config,
+            thresholds=imbalance_thresholds(fleet.imbalance),
             diagnose_replicas=True,
             max_length=kept,
             cancel=cancel,
         )
-        slos = _slos(service, key, members)
+        slos = _slos(specs, labels_of, key, members)
         out = [v.to_dict(slos) for v in views]
         return json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 

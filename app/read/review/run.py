@@ -2,8 +2,10 @@
 
 The windows are the service's: ``(e - window, e]`` for ``e`` every ``step`` seconds
 (multiples of ``step``, like the API) from the first after ``start`` up to ``end``; the
-history is read from one window (plus one query step) before ``start`` so the first
-window is complete. Failed scrapes (Prometheus' ``up == 0``) inside a window are passed
+history is read from an hour and one window (plus one query step) before ``start``: the
+first window is complete, and a problem window near ``start`` has the healthy hour
+before its run to compare with (``app.evaluate.baseline``; that hour is judged but not
+reported). Failed scrapes (Prometheus' ``up == 0``) inside a window are passed
 to the diagnosis, which reports ``insufficient_data`` when too many are missing.
 """
 
@@ -11,12 +13,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
 from app.alerts.rules import Rule
 from app.diagnose import DEFAULT_CONFIG, Diagnosis, DiagnosisConfig, diagnose
+from app.diagnose.changes import LOOKBACK_S
+from app.evaluate.baseline import deltas_timeline
 from app.evaluate.replay import replay_alerts
 from app.model import ErrorKind
 from app.read.review.report import AlertEvent, Review, build_review
@@ -78,14 +82,20 @@ def diagnose_history(
     length: float,
     step: float,
     config: DiagnosisConfig = DEFAULT_CONFIG,
+    lookback: float = 0.0,
 ) -> list[Diagnosis]:
-    """Every window ending in ``(start, end]`` at multiples of ``step``, per stream."""
-    first_end = (math.floor(start / step) + 1) * step
+    """Every window ending in ``(start, end]`` at multiples of ``step``, per stream; a
+    problem window with what changed against the stream's healthy baseline, from the
+    windows of the same history (``lookback`` seconds before ``start`` are judged for it
+    too, and not returned)."""
+    first_end = (math.floor((start - lookback) / step) + 1) * step
     out: list[Diagnosis] = []
     for target, hist in sorted(history.items()):
         ok, failed = hist.ok, hist.failed
         for model in hist.models():
             deltas = [d for d in hist.deltas if d.model_name == model]
+            timeline = deltas_timeline(deltas, target, model, config)
+            infos = [(s.ts, s.streams[model].info) for s in hist.snapshots if model in s.streams]
             for w in windows(
                 deltas,
                 start=first_end - length,
@@ -97,11 +107,27 @@ def diagnose_history(
             ):
                 n_failed = sum(1 for t in failed if w.start < t <= w.end)
                 n_ok = sum(1 for t in ok if w.start < t <= w.end)
-                out.append(
-                    diagnose(w, config, failed_scrapes=n_failed, attempted_scrapes=n_ok + n_failed)
-                )
+                info = _info_at(infos, w.end)
+                w = replace(w, info=info) if info else w
+                d = diagnose(w, config, failed_scrapes=n_failed, attempted_scrapes=n_ok + n_failed)
+                if w.end <= start:
+                    timeline.note(w.start, w.end, str(d.cls))
+                    continue
+                out.append(timeline.judge(w, d))
     out.sort(key=lambda d: (d.end, d.target, d.model_name))
     return out
+
+
+def _info_at(infos: Sequence[tuple[float, Mapping[str, str]]], t: float) -> Mapping[str, str]:
+    """The ``cache_config_info`` labels of the latest page at or before ``t`` (the first
+    page's before it)."""
+    found: Mapping[str, str] = next((i for _, i in infos if i), {})
+    for ts, info in infos:
+        if ts > t:
+            break
+        if info:
+            found = info
+    return found
 
 
 def _replayed(hist: TargetHistory) -> ReplayedScrapes:
@@ -173,12 +199,12 @@ async def run_review(
         raise ValueError("--end must be after --start")
     mode = mode or source.config.mode
     res = resolution or default_resolution(start, end, step)
-    read_start = start - length - res
+    read_start = start - LOOKBACK_S - length - res
     if mode == "range":
         read_start = math.floor(read_start / res) * res
     history = await source.read(read_start, end, step=res, mode=mode)
     diagnoses = diagnose_history(
-        history, start=start, end=end, length=length, step=step, config=config
+        history, start=start, end=end, length=length, step=step, config=config, lookback=LOOKBACK_S
     )
     alerts = None
     if rules is not None:

@@ -1,4 +1,5 @@
-"""Alerts: firing, pending, recently resolved, and silences; each opens its target at its time."""
+"""Alerts: firing, pending, recently resolved, and silences; each opens the page that
+explains it at its time (a target's page, or a fleet's for the SLO alerts)."""
 
 from __future__ import annotations
 
@@ -50,13 +51,13 @@ def _alert_table(ctx: PageContext, rows: list[AlertRow], state: str) -> html.Div
                     html.Td(
                         dcc.Link(
                             utc(a.at),
-                            href=ctx.target_href(a.target, a.model_name, at=at),
+                            href=ctx.alert_href(a, at=at),
                             className="alert-link",
                         )
                     ),
                     html.Td(a.name),
                     html.Td(a.severity, className=f"sev-{a.severity}"),
-                    html.Td(a.target),
+                    html.Td(a.target or html.Span("fleet", className="muted")),
                     html.Td(a.model_name or ""),
                     html.Td(a.summary),
                 ],

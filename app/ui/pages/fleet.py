@@ -16,7 +16,7 @@ from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from app.fleet.aggregate import FleetKey
 from app.ui import ids, timerange
-from app.ui.components import diagnosis_card
+from app.ui.components import diagnosis_card, page_head
 from app.ui.context import PageContext
 from app.ui.figures import utc
 from app.ui.fleet_components import imbalance_panel, replicas_table, slo_panel
@@ -66,18 +66,12 @@ def view(
         [
             dcc.Store(id=ids.FLEET_MODEL, data={"model": model}),
             dcc.Store(id=ids.FLEET_AT, data=at),
-            html.Div(
-                [
-                    html.H2([html.Span(model, className="page-target"), " · fleet"]),
-                    dcc.Dropdown(
-                        id=ids.FLEET_SELECT,
-                        options=[{"label": f, "value": f} for f in fleets],
-                        value=fleet,
-                        clearable=False,
-                        className="model-select",
-                    ),
-                ],
-                className="page-head",
+            page_head(
+                [html.Span(model, className="page-target"), " · fleet"],
+                ids.FLEET_SELECT,
+                fleets,
+                fleet,
+                title_id=None,
             ),
             html.Div(
                 timerange.control(
@@ -122,8 +116,18 @@ def _window_end(fd: FleetData, at: float) -> float:
 
 
 def _render(
-    ctx_: PageContext, fd: FleetData, model: str, fleet: str, start: float, end: float, at: Any
+    ctx_: PageContext,
+    fd: FleetData,
+    model: str,
+    fleet: str,
+    start: float,
+    end: float,
+    at: Any,
+    *,
+    fit: bool = False,
 ) -> tuple[Any, ...]:
+    """The page's parts; ``fit``: charts of a preset range show only where data is, when
+    the history is shorter than the range."""
     found = _fleets(ctx_, model).get(fleet)
     if found is None:
         msg = html.P(f"No fleet {fleet} of {model}.", className="muted")
@@ -142,6 +146,19 @@ def _render(
     bars = replicas_bars(points, members, fair_share=view.imbalance.fair_share)
     series = fd.series(key, members, start, end)
     statuses = [s for s in fd.statuses() if s.key == key]
+    over_time = replicas_figure(
+        series, flagged=view.imbalance.flagged, uirevision=f"{fleet}\n{start}"
+    )
+    slo_fig = slo_figure(fd.slo_series(key, members, start, end))
+    ends = [p.end for ps in series.points.values() for p in ps]
+    shown = (
+        timerange.fit_to_data(start, end, min(ends) - series.length, step=series.step)
+        if fit and ends
+        else None
+    )
+    if shown is not None:
+        for fig in (over_time, slo_fig):
+            fig.update_xaxes(range=[shown[0] * 1000.0, shown[1] * 1000.0])
     when = "latest window" if at is None else "chosen window"
     status = (
         f"{len(view.fleet.replicas)} of {len(members)} replica(s) with data · tables: {when} "
@@ -154,9 +171,9 @@ def _render(
         imbalance_panel(view, min_replicas=fd.options.thresholds.min_replicas),
         table,
         bars,
-        replicas_figure(series, uirevision=f"{fleet}\n{start}"),
+        over_time,  # its legend calls imbalanced who the table does: one window, one verdict
         slo_panel(statuses),
-        slo_figure(fd.slo_series(key, members, start, end)),
+        slo_fig,
         diagnosis_card(view.diagnosis, latest=at is None),
     )
 
@@ -211,4 +228,5 @@ def register(app: Dash, ctx_: PageContext) -> None:
             start, end = timerange.resolve(choice, lo, hi, now=data.now(), span=data.source.span())
         except timerange.RangeError as exc:
             return (str(exc), *((no_update,) * 7), at)
-        return (*_render(ctx_, fd, model, fleet, start, end, at), at)
+        fit = choice in timerange.PRESETS and at is None
+        return (*_render(ctx_, fd, model, fleet, start, end, at, fit=fit), at)

@@ -1,4 +1,5 @@
-"""Incident review: find the p99 spikes in a range, open one, export its summary.
+"""Incident review: find the p99 spikes in a range, open one, export its summary (Markdown,
+or one self-contained HTML file with the charts).
 
 URL: ``/ui/incident`` with optional ``target``, ``model`` (one stream; all streams
 otherwise) and ``from``/``to`` (Unix seconds; the last 6 hours otherwise).
@@ -7,16 +8,21 @@ otherwise) and ``from``/``to`` (Unix seconds; the last 6 hours otherwise).
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass
 from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 
+from app.diagnose import Diagnosis
 from app.diagnose.records import fmt_value
-from app.ui import ids, timerange
+from app.ui import ids, palette, timerange
 from app.ui.alertfeed import AlertRow
 from app.ui.components import badge, diagnosis_card
 from app.ui.context import PageContext
+from app.ui.data import Timeline
 from app.ui.figures import Mark, target_figure, utc
+from app.ui.htmlreport import incident_html
 from app.ui.markdown import incident_markdown
 from app.ui.spikes import Spike, find_spikes
 
@@ -103,6 +109,7 @@ def skeleton(
             dcc.Store(id=ids.INCIDENT_FOUND),
             html.Div(id=ids.INCIDENT_SPIKES),
             dcc.Download(id=ids.INCIDENT_DOWNLOAD),
+            dcc.Download(id=ids.INCIDENT_DOWNLOAD_HTML),
             html.Div(id=ids.INCIDENT_VIEW, className="incident-detail"),
         ],
         className="page-incident",
@@ -211,22 +218,12 @@ def register(app: Dash, ctx_: PageContext) -> None:
         trigger = ctx.triggered_id
         if not found or not isinstance(trigger, dict) or not any(clicks):
             return no_update
-        spikes = _find(ctx_, found)
         index = int(trigger["index"])
-        if index >= len(spikes):
+        got = _opened(ctx_, found, index)
+        if got is None:
             return no_update
-        s = spikes[index]
-        pad = max(MIN_PAD_S, (s.end - s.start) / 2)
-        lo, hi = s.start - pad, min(s.end + pad, max(data.now(), s.end))
-        tl = data.timeline(s.target, s.model_name, lo, hi)
-        alerts = _alerts(ctx_, s, lo, hi)
-        marks = [Mark(s.peak_at, "peak")] + [
-            Mark(a.at, f"{a.name} {a.state}") for a in alerts if a.state == "firing"
-        ]
-        fig = target_figure(tl, marks=marks, uirevision=f"incident\n{s.start}")
-        peak = data.diagnosis_at(s.target, s.model_name, s.peak_at)
-        diagnosis = None if peak is None else peak[1]
-        md = incident_markdown(s, diagnosis=diagnosis, alerts=alerts, source=data.source.label)
+        s, lo, hi, alerts, diagnosis = got.spike, got.lo, got.hi, got.alerts, got.diagnosis
+        fig = target_figure(got.timeline, marks=got.marks, uirevision=f"incident\n{s.start}")
         detail = [
             html.H3(
                 [
@@ -249,7 +246,7 @@ def register(app: Dash, ctx_: PageContext) -> None:
             if diagnosis is not None
             else html.P("No window to diagnose.", className="muted"),
         ]
-        return view(fig, detail, md)
+        return view(fig, detail, got.markdown, index=index)
 
     @app.callback(
         Output(ids.INCIDENT_DOWNLOAD, "data"),
@@ -257,8 +254,10 @@ def register(app: Dash, ctx_: PageContext) -> None:
         State(ids.INCIDENT_PREVIEW, "children"),
         prevent_initial_call=True,
     )
-    def export(_n: int | None, text: str | None) -> Any:
-        if not text:
+    def export(clicks: int | None, text: str | None) -> Any:
+        # The button is new in every opened view, and Dash calls this as it appears: no
+        # click yet, no download.
+        if not clicks or not text:
             return no_update
         # what dcc.send_string returns, built here to keep the callback typed
         return {
@@ -268,10 +267,79 @@ def register(app: Dash, ctx_: PageContext) -> None:
             "base64": False,
         }
 
+    @app.callback(
+        Output(ids.INCIDENT_DOWNLOAD_HTML, "data"),
+        Input(ids.INCIDENT_EXPORT_HTML, "n_clicks"),
+        State(ids.INCIDENT_FOUND, "data"),
+        State(ids.INCIDENT_OPEN, "data"),
+        prevent_initial_call=True,
+    )
+    def export_html(clicks: int | None, found: dict[str, Any] | None, index: int | None) -> Any:
+        """The open incident as one self-contained HTML file (charts, diagnosis, alerts,
+        summary; Plotly inlined: it opens offline)."""
+        if not clicks or not found or index is None:  # a view just shown: not a click
+            return no_update
+        got = _opened(ctx_, found, int(index))
+        if got is None:
+            return no_update
+        report = incident_html(
+            got.spike,
+            got.timeline,
+            marks=got.marks,
+            diagnosis=got.diagnosis,
+            alerts=got.alerts,
+            source=data.source.label,
+            markdown=got.markdown,
+            generated_at=time.time(),
+        )
+        return {
+            "content": report,
+            "filename": f"incident-{int(got.spike.start)}.html",
+            "type": "text/html",
+            "base64": False,
+        }
 
-def view(figure: Any, detail: Any, markdown: str) -> list[Any]:
-    """The chosen spike: its five-metric view, the export, the details."""
+
+@dataclass(frozen=True, slots=True)
+class _Opened:
+    """One spike opened: its padded range, the points, alerts, marks, the diagnosis at the
+    peak and the Markdown summary (what the view and both exports show)."""
+
+    spike: Spike
+    lo: float
+    hi: float
+    timeline: Timeline
+    alerts: list[AlertRow]
+    marks: list[Mark]
+    diagnosis: Diagnosis | None
+    markdown: str
+
+
+def _opened(ctx_: PageContext, found: dict[str, Any], index: int) -> _Opened | None:
+    """The ``index``-th spike of the search ``found``, opened (None: it is gone)."""
+    data = ctx_.data
+    spikes = _find(ctx_, found)
+    if not 0 <= index < len(spikes):
+        return None
+    s = spikes[index]
+    pad = max(MIN_PAD_S, (s.end - s.start) / 2)
+    lo, hi = s.start - pad, min(s.end + pad, max(data.now(), s.end))
+    tl = data.timeline(s.target, s.model_name, lo, hi)
+    alerts = _alerts(ctx_, s, lo, hi)
+    marks = [Mark(s.peak_at, "peak")] + [
+        Mark(a.at, f"{a.name} {a.state}", palette.VERMILLION) for a in alerts if a.state == "firing"
+    ]
+    peak = data.diagnosis_at(s.target, s.model_name, s.peak_at)
+    diagnosis = None if peak is None else peak[1]
+    md = incident_markdown(s, diagnosis=diagnosis, alerts=alerts, source=data.source.label)
+    return _Opened(s, lo, hi, tl, alerts, marks, diagnosis, md)
+
+
+def view(figure: Any, detail: Any, markdown: str, *, index: int | None = None) -> list[Any]:
+    """The chosen spike (``index`` in the search): its five-metric view, the exports, the
+    details."""
     return [
+        dcc.Store(id=ids.INCIDENT_OPEN, data=index),
         dcc.Graph(
             id=ids.INCIDENT_GRAPH,
             figure=figure,
@@ -279,7 +347,16 @@ def view(figure: Any, detail: Any, markdown: str) -> list[Any]:
             className="five-metrics",
         ),
         html.Div(
-            html.Button("Export Markdown summary", id=ids.INCIDENT_EXPORT),
+            [
+                html.Button("Export Markdown summary", id=ids.INCIDENT_EXPORT),
+                " ",
+                html.Button(
+                    "Export HTML",
+                    id=ids.INCIDENT_EXPORT_HTML,
+                    title="one file with the charts, the diagnosis, the alerts and the "
+                    "summary; opens offline (attach it to the postmortem)",
+                ),
+            ],
             className="export",
         ),
         html.Div(detail, id=ids.INCIDENT_DETAIL),

@@ -10,12 +10,13 @@ from dash import Dash, Input, Output, dcc, html
 
 from app.diagnose.classes import DiagnosisClass
 from app.diagnose.records import fmt_value
+from app.fleet.slo import Budget
 from app.ui import ids, palette
 from app.ui.components import badge, data_attrs, mini_band
 from app.ui.context import PageContext
 from app.ui.data import Card
 from app.ui.figures import utc
-from app.ui.fleet_components import budget_text
+from app.ui.fleet_components import budget_text, budget_title
 from app.ui.fleetdata import FleetSummary
 
 RECENT_S = 900.0
@@ -24,7 +25,7 @@ RECENT_S = 900.0
 def layout(ctx: PageContext) -> html.Div:
     return html.Div(
         [
-            html.H2("Fleet"),
+            html.H2("Overview"),
             html.P(id=ids.OVERVIEW_STATUS, className="muted"),
             html.Div(id=ids.OVERVIEW_FLEETS, className="fleets"),
             html.Div(id=ids.OVERVIEW_CARDS, className="cards"),
@@ -38,23 +39,84 @@ def layout(ctx: PageContext) -> html.Div:
     )
 
 
-def _metric(name: str, value: str, *, over: bool = False) -> html.Div:
+# The SLO judgement of a p99 (``app.diagnose.slo.verdict``) → its marker's class and
+# tooltip: ▲ proven over, ≈ unproven (the style sheet draws the marks).
+SLO_MARKS: dict[str, tuple[str, str]] = {
+    "over": ("over", "over its SLO: the histogram's bucket edges prove more than 1 % above it"),
+    "unproven": (
+        "unproven",
+        "maybe over its SLO: the p99 lies in a histogram bucket around the SLO, more likely "
+        "over than not, but the bucket edges cannot prove it (the default alerts fire on it "
+        "only with alerts.fire_on_unproven)",
+    ),
+}
+# A p99 above its SLO that the judgement still calls within (the bucket around the SLO
+# says less than even odds; or speculative decoding, judged per token): said on hover.
+WITHIN_ABOVE = (
+    "within its SLO as judged on the histogram: the p99 lies in a bucket around the SLO and "
+    "is more likely within than over, or (ITL under speculative decoding) the per-token "
+    "latency is within"
+)
+
+
+def _metric(
+    name: str,
+    value: str,
+    *,
+    over: bool = False,
+    verdict: str | None = None,
+    above: bool = False,
+) -> html.Div:
+    """One number of a card; ``verdict`` (an SLO judgement) or ``over`` marks it;
+    ``above``: the value alone is above its SLO (a hover says why it is not marked)."""
+    mark, title = SLO_MARKS.get(verdict or "", ("over" if over else "", ""))
+    if not mark and verdict == "within" and above:
+        title = WITHIN_ABOVE
     return html.Div(
         [html.Span(name, className="metric-name"), html.Span(value, className="metric-value")],
-        className="metric over" if over else "metric",
+        className=f"metric {mark}" if mark else "metric",
+        title=title or None,
     )
 
 
-def budget_lines(budgets: list[tuple[str, float | None]]) -> list[html.Div]:
-    """``budget left (default): 87 % left`` for each SLO covering a stream or fleet."""
+def budget_lines(budgets: list[tuple[str, Budget]]) -> list[html.Div]:
+    """``error budget (default): 87 % left`` for each SLO covering a stream or fleet
+    (``n/a (312 events)`` until its period holds enough events to judge)."""
     return [
         html.Div(
-            [f"error budget ({name}): ", html.Strong(budget_text(left))],
-            className="card-budget over" if left is not None and left <= 0 else "card-budget",
+            [f"error budget ({name}): ", html.Strong(budget_text(b))],
+            className="card-budget over"
+            if b.remaining is not None and b.remaining <= 0
+            else "card-budget",
+            title=budget_title(b),
             **data_attrs(slo=name),
         )
-        for name, left in budgets
+        for name, b in budgets
     ]
+
+
+# Ticks under a card's class strip: (seconds before now, label); the strip spans RECENT_S.
+STRIP_TICKS = ((900.0, "−15 min"), (600.0, "−10"), (300.0, "−5"), (0.0, "now"))
+
+
+def strip_axis() -> html.Div:
+    """The time axis under the class strip: each tick where its time falls on it."""
+    ticks = []
+    for ago, text in STRIP_TICKS:
+        share = 1.0 - ago / RECENT_S
+        shift = "0" if share <= 0 else ("-100%" if share >= 1 else "-50%")
+        ticks.append(
+            html.Span(
+                text,
+                className="mini-band-tick",
+                style={"left": f"{share:.1%}", "transform": f"translateX({shift})"},
+            )
+        )
+    return html.Div(
+        ticks,
+        className="mini-band-axis",
+        title=f"the last {RECENT_S / 60:g} minutes: one segment per run of a class",
+    )
 
 
 def fleet_link_view(ctx: PageContext, f: FleetSummary) -> dcc.Link:
@@ -93,7 +155,7 @@ def card_view(
     card: Card,
     *,
     now: float,
-    budgets: list[tuple[str, float | None]] | None = None,
+    budgets: list[tuple[str, Budget]] | None = None,
 ) -> dcc.Link:
     """One stream's card, linking to its target page."""
     body: list[Any] = [
@@ -111,16 +173,21 @@ def card_view(
         body.append(
             html.Div(
                 [
+                    _metric("TTFT p50", fmt_value(p.ttft_p50, "s", p.ttft_p50_ge)),
                     _metric(
                         "TTFT p99",
                         fmt_value(p.ttft_p99, "s", p.ttft_p99_ge),
-                        over=p.ttft_p99 is not None and p.ttft_p99 > d.slo_ttft_p99,
+                        verdict=d.ttft_slo,
+                        above=p.ttft_p99 is not None and p.ttft_p99 > d.slo_ttft_p99,
                     ),
+                    _metric("ITL p50", fmt_value(p.itl_p50, "s", p.itl_p50_ge)),
                     _metric(
                         "ITL p99",
                         fmt_value(p.itl_p99, "s", p.itl_p99_ge),
-                        over=p.itl_p99 is not None and p.itl_p99 > d.slo_itl_p99,
+                        verdict=d.itl_slo,
+                        above=p.itl_p99 is not None and p.itl_p99 > d.slo_itl_p99,
                     ),
+                    _metric("running", fmt_value(p.running_avg)),
                     _metric("waiting", fmt_value(p.waiting_avg)),
                     _metric(
                         "KV",
@@ -132,6 +199,7 @@ def card_view(
             )
         )
         body.append(mini_band(card.recent, ctx.data.step, start=now - RECENT_S, end=now))
+        body.append(strip_axis())
         body.extend(budget_lines(budgets or []))
     elif card.up or not card.error:
         body.append(badge(DiagnosisClass.INSUFFICIENT_DATA.value))
@@ -173,7 +241,7 @@ def register(app: Dash, ctx: PageContext) -> None:
         )
         fd = ctx.fleets
         fleets: Any = ""
-        budgets: dict[tuple[str, str], list[tuple[str, float | None]]] = {}
+        budgets: dict[tuple[str, str], list[tuple[str, Budget]]] = {}
         if fd is not None:
             budgets = fd.budgets()
             summaries = fd.summaries()

@@ -14,7 +14,7 @@ from typing import Any
 from dash import Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
 
 from app.ui import ids, timerange
-from app.ui.components import diagnosis_card, engines_table
+from app.ui.components import diagnosis_card, engines_table, page_head
 from app.ui.context import PageContext
 from app.ui.figures import Mark, mark_annotations, mark_shapes, target_figure, utc
 
@@ -70,21 +70,12 @@ def view(
             dcc.Store(id=ids.TARGET_STREAM, data={"target": target}),
             dcc.Store(id=ids.TARGET_AT, data=at),
             dcc.Store(id=ids.TARGET_ZOOM, data=None),
-            html.Div(
-                [
-                    html.H2(
-                        [html.Span(target, className="page-target"), " "],
-                        id=ids.TARGET_TITLE,
-                    ),
-                    dcc.Dropdown(
-                        id=ids.TARGET_MODEL,
-                        options=[{"label": m, "value": m} for m in models],
-                        value=model,
-                        clearable=False,
-                        className="model-select",
-                    ),
-                ],
-                className="page-head",
+            page_head(
+                [html.Span(target, className="page-target"), " "],
+                ids.TARGET_MODEL,
+                models,
+                model,
+                title_id=ids.TARGET_TITLE,
             ),
             html.Div(
                 [
@@ -258,11 +249,16 @@ def register(app: Dash, ctx_: PageContext) -> None:
             return no_update, no_update, no_update, str(exc), no_update, at, no_update
         tl = data.timeline(target, model, start, end)
         marks = [] if at is None else [Mark(_window_end(ctx_, at), "card")]
+        shown = None if zoom is None else (zoom[0], zoom[1])
+        if shown is None and choice in timerange.PRESETS and tl.points:
+            # History shorter than the preset: show the data, not an empty hour.
+            first = tl.points[0].end - tl.length
+            shown = timerange.fit_to_data(start, end, first, step=tl.step)
         fig = target_figure(
             tl,
             marks=marks,
             uirevision=f"{target}\n{model}\n{choice}",
-            x_range=None if zoom is None else (zoom[0], zoom[1]),
+            x_range=shown,
         )
         view = (start, end) if zoom is None else (zoom[0], zoom[1])
         status = (
