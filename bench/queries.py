@@ -19,7 +19,6 @@ Reproduce: ``.venv/bin/python bench/queries.py [--runs 20]``.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import statistics
 import sys
@@ -32,44 +31,20 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ui import DAY, TARGET, Server, build_day  # noqa: E402
+from ui import DAY, FLEET, TARGET, Server, build_day, build_fleet, fleet_targets  # noqa: E402
 
 from app.config import load_settings  # noqa: E402
 from app.diagnose import diagnose  # noqa: E402
 from app.evaluate.settings import diagnosis_config  # noqa: E402
 from app.main import create_app  # noqa: E402
-from app.sim.record import record  # noqa: E402
-from app.sources.recording import read_scrapes  # noqa: E402
-from app.store.sqlite import ScrapeRecord, Store  # noqa: E402
+from app.store.sqlite import Store  # noqa: E402
 from app.ui.data import UiData  # noqa: E402
 from app.ui.source import StoreSource, TargetInfo  # noqa: E402
 from app.windows.aggregate import windows  # noqa: E402
 
-FLEET = 1000
-
 
 def p95(xs: list[float]) -> float:
     return sorted(xs)[max(0, math.ceil(0.95 * len(xs)) - 1)]
-
-
-def build_fleet(db: Path, now: float, n: int) -> None:
-    """10 minutes of 5 s intervals ending at ``now`` for ``n`` targets, a model each."""
-    with tempfile.TemporaryDirectory() as tmp:
-        rec = read_scrapes(record("healthy", Path(tmp), duration=600, seed=3, start_unix=0))
-    ((model, deltas),) = rec.deltas.items()
-    off = now - deltas[-1].end
-    store = Store(db)
-    for i in range(n):
-        name = f"replica-{i:04d}"
-        moved = [
-            dataclasses.replace(
-                d, target=name, model_name=f"{model}-{i}", start=d.start + off, end=d.end + off
-            )
-            for d in deltas
-        ]
-        scrapes = [ScrapeRecord(name, d.end, True, None, None, 0.01, 50_000, 0) for d in moved]
-        store.write_round(scrapes, moved, [])
-    store.close()
 
 
 def bench_windows(tmp: Path, now: float, runs: int) -> None:
@@ -129,10 +104,7 @@ def bench_overview(tmp: Path, now: float, runs: int) -> None:
     t0 = time.perf_counter()
     build_fleet(db, now, FLEET)
     print(f"build_fleet_s: {time.perf_counter() - t0:.1f}")
-    targets = [
-        {"name": f"replica-{i:04d}", "url": f"http://127.0.0.1:9/replica/{i}/metrics"}
-        for i in range(FLEET)
-    ]
+    targets = fleet_targets(FLEET)
     settings = load_settings(None, {"targets": targets, "storage": {"path": str(db)}})
     store = Store(db)
     infos = [

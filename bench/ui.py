@@ -1,38 +1,60 @@
-"""How fast the target page shows a day of 5 s data for one stream, in headless Chromium.
+"""How fast the UI's pages render in headless Chromium: the target page over a day of one
+stream, and the overview and a target page of a fleet of 1,000 targets.
 
-Builds 24 h of 5 s intervals for one stream (a 15-minute ``incident`` recording from the
-simulator — healthy, ×4 spike, recovery — replayed through the collector and repeated
-96 times, ending now), serves the real app (``create_app``, no scraping) under uvicorn,
-and opens ``/ui/targets/<t>?from=<now-24h>&to=<now>`` in Debian's Chromium. A page
-counts as rendered when the five-metric figure holds the day's 1,440 windows with its
-diagnosis band and the diagnosis card is shown.
+* ``target_page_24h_*``: 24 h of 5 s intervals for one stream (a 15-minute ``incident``
+  recording from the simulator — healthy, ×4 spike, recovery — replayed through the
+  collector and repeated 96 times, ending now), ``/ui/targets/<t>?from=<now-24h>&to=<now>``.
+  Rendered: the five-metric figure holds the day's 1,440 windows with its diagnosis band,
+  and the diagnosis card is shown.
+* ``overview_1000_*``: 1,000 targets with 10 minutes of 5 s intervals each, a model each
+  (``build_fleet``, the data ``bench/queries.py`` times ``UiData.cards`` on), ``/ui/``.
+  Rendered: all 1,000 cards are on the page and the status counts 1,000 streams.
+* ``target_page_of_1000_*``: the target page of one stream among those 1,000 (its default
+  1 h view, the 10 minutes of data). Rendered as the day's page, with the windows it has.
 
-* ``*_cold_*``: nothing computed yet (the first view after a restart, before the
-  service's background warmer has filled the cache).
-* ``*_warm_*``: the windows already computed — what a user sees while the service runs
-  (the warmer keeps the 6 h and 24 h views of up to 50 streams computed).
+``*_cold_*``: nothing computed yet, and a fresh Chromium (the first view after a
+restart, before the service's background warmer has filled the cache, with nothing
+cached in the browser). ``*_warm_*``: the median of ``--runs`` reloads in that browser —
+what a user sees while the service runs (the warmer keeps the 6 h and 24 h views of up
+to 50 streams computed; the overview keeps each stream's latest diagnosis).
+``overview_*_answer_*``: the server's side alone, the overview's cards callback from its
+request to its answer (cold: the browser's first; warm: the same request sent again
+with an HTTP client, no browser), and the answer's size. Each page is rendered by a
+child process with its own Chromium, killed after ``--bound`` seconds (180) per render:
+a page stuck in one long render cannot be interrupted from inside, and the run stays
+bounded; such a render is reported as ``> 180 (not rendered)``.
 
-Reproduce: ``.venv/bin/python bench/ui.py [--runs N]``. Needs /usr/bin/chromium and the
-``playwright`` package (no browser download).
+The app is the real one (``create_app``, no scraping) under uvicorn on a loopback port;
+progress goes to stderr, figures to stdout.
+
+Reproduce: ``.venv/bin/python bench/ui.py [--runs N] [--targets N] [--only day|fleet]
+[--bound S]``. Needs /usr/bin/chromium and the ``playwright`` package (no browser
+download).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
+import os
 import shutil
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import httpx  # noqa: E402
 import uvicorn  # noqa: E402
 
 from app.config import load_settings  # noqa: E402
@@ -98,47 +120,171 @@ class Server:
         self.thread.join(10)
 
 
-def render(page: Any, url: str) -> float:
-    """Seconds from navigation to the day's figure and the diagnosis card on screen."""
-    t0 = time.perf_counter()
-    page.goto(url)
-    page.wait_for_function(
-        "(() => { const g = document.querySelector('#target-graph .js-plotly-plot');"
-        " const s = document.querySelector('#target-status');"
-        " return g && g.data && g.data.length > 8 && s && s.innerText.includes('1440 windows')"
-        " && document.querySelector('#target-graph .barlayer .point')"
-        " && document.querySelector('.diagnosis-card'); })()",
-        timeout=120_000,
-        polling=20,
-    )
-    return time.perf_counter() - t0
+FLEET = 1000
+# A target page is rendered: its figure holds the band and the metrics, the status names
+# the windows (``{windows}``: how many), the diagnosis card is shown.
+TARGET_PAGE = (
+    "(() => {{ const g = document.querySelector('#target-graph .js-plotly-plot');"
+    " const s = document.querySelector('#target-status');"
+    " return g && g.data && g.data.length > 8 && s && s.innerText.includes('{windows}')"
+    " && document.querySelector('#target-graph .barlayer .point')"
+    " && document.querySelector('.diagnosis-card'); }})()"
+)
+# The overview is rendered: every card is on the page and the status counts them.
+OVERVIEW = (
+    "(() => {{ const s = document.querySelector('#overview-status');"
+    " return s && s.innerText.startsWith('{n} stream(s)')"
+    " && document.querySelectorAll('.card-link').length >= {n}; }})()"
+)
+T_START = time.perf_counter()
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--runs", type=int, default=3, help="warm renders to take the median of")
-    args = ap.parse_args()
-    exe = shutil.which("chromium")
-    if exe is None:
-        print("chromium not installed (apt-get install chromium)", file=sys.stderr)
-        return 2
+def progress(what: str) -> None:
+    print(f"[{time.perf_counter() - T_START:6.1f} s] {what}", file=sys.stderr, flush=True)
+
+
+def build_fleet(db: Path, now: float, n: int) -> None:
+    """10 minutes of 5 s intervals ending at ``now`` for ``n`` targets, a model each
+    (``replica-0000``…, model ``<model>-<i>``), written as the collector writes a round."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rec = read_scrapes(record("healthy", Path(tmp), duration=600, seed=3, start_unix=0))
+    ((model, deltas),) = rec.deltas.items()
+    off = now - deltas[-1].end
+    store = Store(db)
+    for i in range(n):
+        name = f"replica-{i:04d}"
+        moved = [
+            dataclasses.replace(
+                d, target=name, model_name=f"{model}-{i}", start=d.start + off, end=d.end + off
+            )
+            for d in deltas
+        ]
+        scrapes = [ScrapeRecord(name, d.end, True, None, None, 0.01, 50_000, 0) for d in moved]
+        store.write_round(scrapes, moved, [])
+    store.close()
+
+
+def fleet_targets(n: int) -> list[dict[str, str]]:
+    return [
+        {"name": f"replica-{i:04d}", "url": f"http://127.0.0.1:9/replica/{i}/metrics"}
+        for i in range(n)
+    ]
+
+
+def render_child(url: str, ready: str, runs: int, watch: str | None) -> int:
+    """The browser side, run as a child process (``--render``): open ``url`` in a fresh
+    Chromium, time until ``ready`` holds (cold), reload ``runs`` times (warm); each figure
+    a JSON line on stdout as soon as it is known. With ``watch``, the first Dash callback
+    whose request holds that text is reported too (its URL, body and answer time): the
+    network events arrive while the page's main thread is still busy rendering."""
     from playwright.sync_api import sync_playwright
 
-    tmp = Path(tempfile.mkdtemp(prefix="pw-bench-ui-"))
+    def say(**what: Any) -> None:
+        print(json.dumps(what), flush=True)
+
+    seen: dict[str, float] = {}
+
+    def watched(request: Any) -> bool:
+        return (
+            watch is not None
+            and "/_dash-update-component" in request.url
+            and watch in (request.post_data or "")
+        )
+
+    def on_request(request: Any) -> None:
+        if watched(request) and "sent" not in seen:
+            seen["sent"] = time.perf_counter()
+            say(request={"url": request.url, "body": request.post_data})
+
+    def on_response(response: Any) -> None:
+        if watched(response.request) and "answered" not in seen:
+            seen["answered"] = time.perf_counter()
+            say(answer=seen["answered"] - seen["sent"])
+
+    exe = shutil.which("chromium")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=exe, args=ARGS)
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("request", on_request)
+        page.on("response", on_response)
+        for k in range(runs + 1):
+            t0 = time.perf_counter()
+            page.goto(url, timeout=0)
+            page.wait_for_function(ready, timeout=0, polling=20)
+            say(**{"cold" if k == 0 else "warm": time.perf_counter() - t0})
+        browser.close()
+    return 0
+
+
+@dataclass
+class Rendered:
+    """What the browser saw of a page: the first render (None: not within the bound),
+    the warm ones, and the watched callback's request and answer time."""
+
+    cold: float | None = None
+    warm: list[float] = field(default_factory=list)
+    answer: float | None = None
+    request: dict[str, str] | None = None
+
+
+def browse(
+    url: str, ready: str, runs: int, what: str, *, bound_s: float, watch: str | None = None
+) -> Rendered:
+    """Render ``url`` in a child process's own Chromium (a fresh browser: nothing cached),
+    cold then ``runs`` times warm. Each render gets ``bound_s``: past it the child and its
+    browser are killed — a page whose main thread is stuck in a long render cannot be
+    interrupted from inside, so the bound is kept from outside."""
+    cmd = [sys.executable, __file__, "--render", url, "--ready", ready, "--runs", str(runs)]
+    if watch:
+        cmd += ["--watch", watch]
+    got = Rendered()
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "events.jsonl"
+        with log.open("ab") as out:  # appended by the child, read here by path
+            proc = subprocess.Popen(cmd, stdout=out, start_new_session=True)
+        progress(f"{what}: cold render (bounded at {bound_s:.0f} s)")
+        deadline, lines = time.monotonic() + bound_s, 0
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            for line in log.read_text().splitlines()[lines:]:
+                lines += 1
+                event = json.loads(line)
+                if "cold" in event or "warm" in event:
+                    deadline = time.monotonic() + bound_s  # the next render's own bound
+                    took = event.get("cold", event.get("warm"))
+                    progress(f"{what}: {'cold' if 'cold' in event else 'warm'} {took:.2f} s")
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)  # the child's session: it and its browser
+            proc.wait()
+            progress(f"{what}: not rendered within {bound_s:.0f} s, stopped")
+        for line in log.read_text().splitlines():
+            event = json.loads(line)
+            if "cold" in event:
+                got.cold = event["cold"]
+            elif "warm" in event:
+                got.warm.append(event["warm"])
+            elif "answer" in event:
+                got.answer = event["answer"]
+            elif "request" in event:
+                got.request = event["request"]
+    return got
+
+
+def bench_day(tmp: Path, runs: int, bound_s: float) -> None:
+    progress("day: building 24 h of one stream")
     now = math.floor(time.time() / 60) * 60
     t0 = time.perf_counter()
-    model, _ = build_day(tmp / "pw.db", now)
+    model, _ = build_day(tmp / "day.db", now)
     print(f"build_day_s: {time.perf_counter() - t0:.1f}")
     settings = load_settings(
         None,
         {
             "targets": [{"name": TARGET, "url": "http://127.0.0.1:9/metrics"}],
-            "storage": {"path": str(tmp / "pw.db")},
+            "storage": {"path": str(tmp / "day.db")},
         },
     )
-
     # Server side alone: the day's windows, diagnoses and points, from the store.
-    store = Store(tmp / "pw.db")
+    store = Store(tmp / "day.db")
     data = UiData(
         StoreSource(lambda: store, targets=lambda: [], clock=lambda: now, settled=0.0),
         diagnosis_config(settings),
@@ -155,22 +301,111 @@ def main() -> int:
         f"&from={int(now - DAY)}&to={int(now)}"
     )
     try:
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=exe, args=ARGS)
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
-            cold = render(page, url)
-            warm = [render(page, url) for _ in range(args.runs)]
-            print(f"warm_runs_s: {' '.join(f'{w:.2f}' for w in warm)}")
-            traces = page.evaluate(
-                "document.querySelector('#target-graph .js-plotly-plot').data.length"
-            )
-            browser.close()
+        ready = TARGET_PAGE.format(windows="1440 windows")
+        day = browse(url, ready, runs, "day target page", bound_s=bound_s)
     finally:
         server.close()
+    print(f"target_page_24h_render_cold_s: {_s(day.cold, bound_s)}")
+    print(f"target_page_24h_render_warm_s: {_median(day.warm)}")
+
+
+def _s(x: float | None, bound_s: float) -> str:
+    return f"> {bound_s:.0f} (not rendered)" if x is None else f"{x:.2f}"
+
+
+def _median(xs: list[float]) -> str:
+    return f"{statistics.median(xs):.2f}" if xs else "n/a"
+
+
+def answers(request: dict[str, str], runs: int, bound_s: float) -> tuple[list[float], int]:
+    """A Dash callback's request sent again ``runs`` times: (seconds each, answer bytes)."""
+    out, size = [], 0
+    with httpx.Client(timeout=bound_s) as client:
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            resp = client.post(
+                request["url"],
+                content=request["body"],
+                headers={"Content-Type": "application/json"},
+            )
+            out.append(time.perf_counter() - t0)
+            resp.raise_for_status()
+            size = len(resp.content)
+    return out, size
+
+
+def bench_fleet(tmp: Path, runs: int, n: int, bound_s: float) -> None:
+    progress(f"fleet: building 10 minutes of {n:,} targets")
+    now = time.time()
+    t0 = time.perf_counter()
+    build_fleet(tmp / "fleet.db", now, n)
+    print(f"build_fleet_s: {time.perf_counter() - t0:.1f}")
+    settings = load_settings(
+        None, {"targets": fleet_targets(n), "storage": {"path": str(tmp / "fleet.db")}}
+    )
+    store = Store(tmp / "fleet.db")
+    streams = sorted(store.streams())
+    store.close()
+    target, model = streams[len(streams) // 2]
+    server = Server(create_app(settings, start_jobs=False))
+    try:
+        # The target page first, while nothing of the fleet is computed.
+        url = f"{server.url}/ui/targets/{target}?model={quote(model, safe='')}"
+        ready = TARGET_PAGE.format(windows=" windows of 60 s")
+        one = browse(url, ready, runs, f"target page of {n}", bound_s=bound_s)
+        cards = browse(
+            f"{server.url}/ui/",
+            OVERVIEW.format(n=n),
+            runs,
+            f"overview of {n}",
+            bound_s=bound_s,
+            watch="overview-cards",
+        )
+        # The server's side alone, warm: the cards callback asked again, no browser.
+        warm, size = answers(cards.request, runs, bound_s) if cards.request else ([], 0)
+        progress(f"overview of {n}: warm answers {' '.join(f'{a:.2f}' for a in warm)} s")
+    finally:
+        server.close()
+    print(f"overview_{n}_render_cold_s: {_s(cards.cold, bound_s)}")
+    print(f"overview_{n}_render_warm_s: {_median(cards.warm)}")
+    answer = "n/a" if cards.answer is None else f"{cards.answer:.2f}"
+    print(f"overview_{n}_answer_cold_s: {answer}")
+    print(f"overview_{n}_answer_warm_s: {_median(warm)}")
+    print(f"overview_{n}_answer_kb: {size / 1000:.0f}")
+    print(f"target_page_of_{n}_render_cold_s: {_s(one.cold, bound_s)}")
+    print(f"target_page_of_{n}_render_warm_s: {_median(one.warm)}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=3, help="warm renders to take the median of")
+    ap.add_argument("--targets", type=int, default=FLEET, help="targets of the fleet")
+    ap.add_argument("--only", choices=["day", "fleet"], help="one of the two benches")
+    ap.add_argument(
+        "--bound",
+        type=float,
+        default=180.0,
+        metavar="S",
+        help="give up on a render after S seconds (default 180)",
+    )
+    ap.add_argument("--render", metavar="URL", help=argparse.SUPPRESS)  # the child's side
+    ap.add_argument("--ready", help=argparse.SUPPRESS)
+    ap.add_argument("--watch", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.render:
+        return render_child(args.render, args.ready, args.runs, args.watch)
+    if shutil.which("chromium") is None:
+        print("chromium not installed (apt-get install chromium)", file=sys.stderr)
+        return 2
+    tmp = Path(tempfile.mkdtemp(prefix="pw-bench-ui-"))
+    try:
+        if args.only in (None, "day"):
+            bench_day(tmp, args.runs, args.bound)
+        if args.only in (None, "fleet"):
+            bench_fleet(tmp, args.runs, args.targets, args.bound)
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"traces: {traces}")
-    print(f"target_page_24h_render_cold_s: {cold:.2f}")
-    print(f"target_page_24h_render_warm_s: {statistics.median(warm):.2f}")
+    progress("done")
     return 0
 
 

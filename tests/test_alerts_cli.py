@@ -73,3 +73,40 @@ def test_replay_lists_alerts_with_no_other_command_registered(
     out = json.loads(capsys.readouterr().out)
     assert out["windows"]
     assert any(a["alertname"] == "PhasewatchKVCachePressure" for a in out["alerts"])
+
+
+def test_replay_takes_the_servers_settings_and_the_page_shows_its_own(
+    kv_recording: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--server KEY=VALUE``: the settings the page lacks; what the page shows
+    (cache_config_info: gpu_memory_utilization 0.6 in this scenario) is used, and a
+    configured value that disagrees is named."""
+    args = ["replay", str(kv_recording), "--json", "--server", "max_num_seqs=64"]
+    assert main([*args, "--server", "gpu_memory_utilization=0.9"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    kv = [w for w in out["windows"] if w["class"] == "kv_pressure"][-1]
+    server = kv["server"]
+    assert server["max_num_seqs"] == {"value": 64, "source": "configured"}
+    assert server["gpu_memory_utilization"] == {"value": 0.6, "source": "page"}
+    assert server["num_gpu_blocks"]["source"] == "page"
+    assert any("configured as 0.9" in n for n in kv["notes"])
+    memory = next(h for h in kv["hints"] if h["id"] == "gpu-memory-utilization")
+    assert "(now 0.6, cache_config_info)" in memory["action"] and memory["evidence"]
+    # Every shown hint quotes its evidence.
+    assert all(h["evidence"] and h["why"].startswith(h["evidence"]) for h in kv["hints"])
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("max_num_seqs", "expected KEY=VALUE"),
+        ("max_num_seq=8", "unknown key 'max_num_seq'"),
+        ("gpu_memory_utilization=1.5", "--server gpu_memory_utilization=1.5"),
+    ],
+)
+def test_a_bad_server_flag_exits_2_naming_it(
+    kv_recording: Path, capsys: pytest.CaptureFixture[str], flag: str, message: str
+) -> None:
+    assert main(["replay", str(kv_recording), "--server", flag]) == 2
+    assert message in capsys.readouterr().err
+    assert main(["rules", "replay", str(kv_recording), "--server", flag]) == 2

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import http.server
 import json
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -196,3 +199,108 @@ def test_serve_links_its_alerts_to_the_port_it_listens_on(tmp_path: Path) -> Non
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+@contextlib.contextmanager
+def _serving(body: bytes) -> Iterator[str]:
+    """A loopback HTTP server on port 0 answering every GET with ``body``; its /metrics URL."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(10)
+
+
+def _diagnose(url: str, *flags: str) -> int:
+    return main(["diagnose", url, "--duration", "0.2", "--interval", "0.1", "--quiet", *flags])
+
+
+def test_diagnose_a_refused_port_says_connection_refused_and_exits_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    dead = f"http://127.0.0.1:{_free_port()}/metrics"  # bound, then closed: nothing listens
+    assert _diagnose(dead) == 1
+    out = capsys.readouterr().out
+    assert f"{dead}: 3 scrapes (none usable)" in out
+    assert "cannot diagnose: connection refused — nothing listens" in out
+    assert "class:" not in out and " @ " not in out  # no diagnosis block to contradict it
+    assert _diagnose(dead, "--json") == 1
+    got = json.loads(capsys.readouterr().out)
+    assert got["error"]["kind"] == "refused"
+    assert got["error"]["message"].startswith("connection refused")
+    assert got["errors"] == [{"kind": "refused", "message": "connection refused", "count": 3}]
+    assert got["diagnoses"] == [] and got["failed_scrapes"] == 3
+
+
+def test_diagnose_a_page_without_vllm_metrics_says_so_and_exits_1(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    page = b"# TYPE up gauge\nup 1\n# TYPE process_cpu_seconds_total counter\n"
+    page += b"process_cpu_seconds_total 3.5\n"
+    with _serving(page) as url:
+        assert _diagnose(url) == 1
+        out = capsys.readouterr().out
+        assert "cannot diagnose: no vLLM metrics on this page" in out
+        assert "class:" not in out
+        assert _diagnose(url, "--json") == 1
+    got = json.loads(capsys.readouterr().out)
+    assert got["error"]["kind"] == "metrics_disabled"
+    assert got["error"]["message"].startswith("no vLLM metrics on this page")
+    assert [e["kind"] for e in got["errors"]] == ["metrics_disabled"]
+    assert got["diagnoses"] == []
+
+
+def test_diagnose_a_vllm_page_names_its_model_and_reports_no_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with _serving(GEN_033.read_bytes()) as url:
+        assert _diagnose(url, "--json") == 0
+        got = json.loads(capsys.readouterr().out)
+        assert got["error"] is None and got["errors"] == []
+        assert got["diagnoses"] and all(d["model_name"] for d in got["diagnoses"])
+        # One scrape shows the model but no interval: said, not diagnosed as stream "".
+        assert main(["diagnose", url, "--duration", "0", "--quiet"]) == 1
+        out = capsys.readouterr().out
+        assert "1 scrape (1 ok)" in out and "cannot diagnose: 1 usable scrape(s)" in out
+
+
+def test_replay_text_lists_the_alerts_and_never_cuts_a_model_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.sim.record import record
+
+    long = "meta-llama/Llama-3.1-70B-Instruct-FP8-dynamic"  # longer than any fixed column
+    folder = record(
+        "kv_pressure",
+        tmp_path / "kv",
+        duration=300,
+        seed=2,
+        overrides={"engine.served_model_name": long},
+    )
+    assert main(["replay", str(folder), "--json"]) == 0
+    alerts = json.loads(capsys.readouterr().out)["alerts"]
+    assert main(["replay", str(folder)]) == 0
+    out = capsys.readouterr().out
+    windows = out.split("\n\n")[0].splitlines()  # the timeline, before the problems
+    assert windows and all(f"  {long}  kv_pressure" in line for line in windows)
+    listed = out.split("\nalerts the rules would have fired:\n")[1]
+    for a in alerts:  # every transition --json carries, in the text too
+        assert re.search(rf"\b{a['state']} +{a['alertname']} +{re.escape(long)}$", listed, re.M)
+    assert "firing    PhasewatchKVCachePressure" in listed
+    assert "KV cache 100% full on" in listed  # a firing alert's summary

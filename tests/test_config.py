@@ -58,6 +58,18 @@ def test_cli_overrides_environment(monkeypatch: pytest.MonkeyPatch) -> None:
         ("targets: [{name: a, url: 'ftp://x'}]\n", "targets.0.url"),
         ("targets: [{name: a, url: 'http://x'}, {name: a, url: 'http://y'}]\n", "targets"),
         ("slo: {ttft_p99: fast}\n", "slo.ttft_p99"),
+        (
+            "targets: [{name: a, url: 'http://x', server: {gpu_memory_utilization: 1.5}}]\n",
+            "targets.0.server.gpu_memory_utilization",
+        ),
+        (
+            "targets: [{name: a, url: 'http://x', server: {max_num_seq: 8}}]\n",
+            "targets.0.server.max_num_seq",
+        ),
+        (
+            "targets: [{name: a, url: 'http://x', server: {max_num_seqs: 0}}]\n",
+            "targets.0.server.max_num_seqs",
+        ),
     ],
 )
 def test_bad_value_names_the_field(tmp_path: Path, text: str, field: str) -> None:
@@ -97,3 +109,17 @@ def test_ui_base_url_is_where_the_service_listens_unless_set() -> None:
     assert resolve_ui_base_url(external, "0.0.0.0", 1, hostname="h") == external.rstrip("/")
     s = load_settings(None, {"server": {"host": "0.0.0.0", "port": 18321}})
     assert s.ui_base_url is None and s.ui_url("gpu-box-7") == "http://gpu-box-7:18321/ui"
+
+
+def test_a_target_may_say_its_engine_settings(tmp_path: Path) -> None:
+    text = (
+        "targets:\n"
+        "  - name: a\n"
+        "    url: http://x:8000/metrics\n"
+        "    server: {max_num_seqs: 128, gpu_memory_utilization: 0.85, device: H100-80GB}\n"
+        "  - {name: b, url: 'http://y:8000/metrics'}\n"
+    )
+    a, b = load_settings(write(tmp_path, text)).targets
+    assert a.server is not None and b.server is None
+    assert (a.server.max_num_seqs, a.server.gpu_memory_utilization) == (128, 0.85)
+    assert a.server.device == "H100-80GB" and a.server.max_model_len is None

@@ -508,3 +508,18 @@ def test_the_ui_card_and_the_incident_export_show_what_changed(collapse: Path) -
     md = incident_markdown(spike, diagnosis=d, alerts=[], source="rec")
     assert "### What changed" in md
     assert "prefix-cache hit rate fell" in md and "| 100% |" in md
+
+
+def test_a_deferred_queue_is_headlined_by_the_deferred_requests():
+    """``queue_bound/deferred``: what defers admission is the change, not the arrivals'
+    sampling noise (the simulator's ``kv_transfer_wait``: arrivals ×1.1)."""
+    from app.diagnose.changes import rank as rank_changes
+    from app.model import Derived as D
+
+    now = D(arrival_rate=4.37, completion_rate=4.3, waiting_deferred_avg=24.6)
+    before = D(arrival_rate=3.97, completion_rate=3.97, waiting_deferred_avg=0.0)
+    changes = rank_changes(now, before, "queue_bound", "deferred")
+    assert changes[0].signal == "waiting_deferred_avg"
+    assert changes[0].text() == "deferred waiting requests rose 0 → 24.6"
+    # Without the sub-cause the deferred gauge is no part of the queue's model.
+    assert rank_changes(now, before, "queue_bound", "arrival_surge")[0].signal == "arrival_rate"

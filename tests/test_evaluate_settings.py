@@ -62,3 +62,25 @@ def test_alert_fields_carry_the_slos_the_diagnosis_was_judged_against() -> None:
     )
     assert (diagnosis.slo_ttft_p99, diagnosis.slo_itl_p99) == (0.5, 0.05)
     assert (inst.fields["slo.ttft_p99"], inst.fields["slo.itl_p99"]) == (0.5, 0.05)
+
+
+def test_the_targets_server_blocks_become_each_streams_server_settings() -> None:
+    from app.diagnose.server import ServerSettings
+
+    settings = load_settings(
+        overrides={
+            "targets": [
+                {"name": "a", "url": "http://a/metrics", "server": {"max_num_seqs": 64}},
+                {"name": "b", "url": "http://b/metrics"},
+            ]
+        }
+    )
+    cfg = diagnosis_config(settings)
+    assert cfg.server_for("a") == ServerSettings(max_num_seqs=64)
+    assert cfg.server_for("b") == ServerSettings()
+    # The diagnosis reads them per stream, as it reads the SLOs: the hints start from them.
+    w = dataclasses.replace(window([], start=0.0, end=60.0, target="a", model_name="m"))
+    from app.diagnose import diagnose
+
+    d = diagnose(w, cfg)
+    assert d.server is not None and d.server.max_num_seqs.said() == "64, configured"

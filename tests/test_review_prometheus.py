@@ -77,7 +77,7 @@ def test_markdown_report_of_the_incident(
     out = capsys.readouterr().out
     assert code == 0, out
     assert out.startswith("# phasewatch review:")
-    assert "@ vllm-0:8000" in out
+    assert "@ `vllm-0:8000`" in out  # names from data are code spans
     timeline = out.split("### Timeline", 1)[1].split("### p99 spikes", 1)[0]
     rows = [line for line in timeline.splitlines() if line.startswith("| ") and "**" in line]
     labels = [row.split("**")[1] for row in rows]

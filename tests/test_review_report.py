@@ -100,7 +100,7 @@ def test_markdown_report_has_timeline_spikes_findings_and_alerts() -> None:
     assert "queue_bound at 90" in md  # the most confident window's summary
     assert "- waiting_avg 4 >= 1: yes" in md
     assert "1. **Add replicas**: run more vLLM replicas — capacity" in md
-    assert "| PhasewatchQueueBound | warning | m @ a:8000 |" in md
+    assert "| PhasewatchQueueBound | warning | `m` @ `a:8000` |" in md
     data = json.loads(to_json(review, with_diagnoses=True))
     stream = data["streams"][0]
     assert stream["problem_windows"] == 3

@@ -9,10 +9,11 @@ from dash import html
 
 from app.diagnose import diagnose
 from app.model import Quantile
+from app.read.markdown_text import code
 from app.ui import timerange
 from app.ui.alertfeed import AlertRow
 from app.ui.components import diagnosis_card
-from app.ui.markdown import esc, incident_markdown
+from app.ui.markdown import incident_markdown
 from app.ui.pages.overview import _metric
 from app.ui.spikes import dominant_class, find_spikes
 from tests.diagnose_windows import make_window
@@ -95,7 +96,7 @@ def test_markdown_summary_has_times_peaks_classes_evidence_hints_and_alerts() ->
     )
     alert = AlertRow("PhasewatchTTFTOverSLO", "firing", T0 + 90, "vllm-a", "llama", "warning", "")
     md = incident_markdown(s, diagnosis=d, alerts=[alert], source="live")
-    assert md.startswith("# Incident: llama on vllm-a\n")
+    assert md.startswith("# Incident: `llama` on `vllm-a`\n")
     # from the start of the first hot 60 s window to the end of the last
     assert "2025-11-29 08:00:15 – 2025-11-29 08:01:45 UTC (1 min 30 s)" in md
     assert "| TTFT p99 | 8.00 s |" in md
@@ -104,14 +105,75 @@ def test_markdown_summary_has_times_peaks_classes_evidence_hints_and_alerts() ->
     assert "PhasewatchTTFTOverSLO" in md and "firing" in md
 
 
-def test_markdown_escapes_label_values() -> None:
-    pts = [pt(T0 + 15, "queue_bound", ttft=9.0)]
-    (s,) = find_spikes(timeline(pts, model="<script>alert(1)</script>", target="a|b"))
-    md = incident_markdown(s, diagnosis=None, alerts=[], source="x")
-    assert "<script>" not in md
-    assert "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in md
-    assert "a\\|b" in md
-    assert esc("a_b*c\nd") == "a\\_b\\*c d"
+def _queue_spike(**names: str):  # type: ignore[no-untyped-def]
+    pts = series(["healthy"] * 4 + ["queue_bound"] * 3 + ["healthy"] * 3)
+    for i in (4, 5, 6):
+        pts[i] = pt(pts[i].end, "queue_bound", ttft=8.0, waiting=30.0)
+    (s,) = find_spikes(timeline(pts, **names))
+    return s
+
+
+def test_markdown_export_reads_cleanly_with_gt_parentheses_and_underscores() -> None:
+    s = _queue_spike(target="vllm_a", model="llama_3")
+    d = diagnose(
+        make_window(
+            ttft=(5.0, 8.0, 120, 6.0), waiting=(1332.0, 1400.0, 30.0), queue_time=(5.5, 120)
+        )
+    )
+    md = incident_markdown(s, diagnosis=d, alerts=[], source="live")
+    assert md.startswith("# Incident: `llama_3` on `vllm_a`\n")
+    assert "- **Dominant class:** Queue-bound (`queue_bound`)\n" in md
+    assert (
+        "**Queue-bound (arrival surge)** (confidence 1.00): Requests queue for admission: "
+        "TTFT p99 8.00 s > 2.00 s, 100% of it queueing (waiting avg 1,332); "
+    ) in md
+    assert "| queue_bound | ttft_p99 | 8.00 s | > 2.00 s | yes |" in md
+    assert "| queue_bound | kv_usage_max | 50% | < 90% | yes |" in md
+    for noise in ("&gt;", "&lt;", "&amp;", "\\(", "\\)", "\\_", "\\>"):
+        assert noise not in md, noise
+
+
+def test_a_hostile_model_name_stays_inert_in_the_export() -> None:
+    for evil in ("<img src=x onerror=alert(1)>", "[x](http://evil)", "a`b|c"):
+        s = _queue_spike(target="a|b", model=evil)
+        alert = AlertRow(
+            "PhasewatchTTFTOverSLO", "firing", s.peak_at, "a|b", evil, "warning",
+            f"TTFT p99 over its SLO on {evil} (a|b)",
+        )  # fmt: skip
+        md = incident_markdown(s, diagnosis=None, alerts=[alert], source=evil)
+        title = md.splitlines()[0]
+        assert title == f"# Incident: {code(evil)} on `a|b`", title
+        rendered = _html(md)
+        assert "<img" not in rendered and "<a " not in rendered, rendered
+        assert "onerror" not in rendered.replace("&lt;img src=x onerror", "")
+        (row,) = [line for line in md.splitlines() if "PhasewatchTTFTOverSLO" in line]
+        assert row.count(" | ") == 4, row  # the pipes in the names do not split the row
+    assert code("a`b|c") == "``a`b|c``" and code("`x`") == "`` `x` ``" and code("") == '`""`'
+
+
+def _html(md: str) -> str:
+    """The Markdown rendered by a CommonMark renderer with GitHub's tables, raw HTML on."""
+    markdown_it = pytest.importorskip("markdown_it")
+    return str(markdown_it.MarkdownIt("commonmark").enable(["table", "strikethrough"]).render(md))
+
+
+def test_a_pending_alert_says_it_is_pending_and_since_when() -> None:
+    s = _queue_spike()
+    notes = "m (t) has been queue_bound for 5 minutes"
+    rows = [
+        AlertRow("PhasewatchBottleneckPersisting", "pending", T0 + 90, "t", "m", "warning", notes),
+        AlertRow(
+            "PhasewatchBottleneckPersisting", "resolved", T0 + 150, "t", "m", "warning", notes,
+            previous="pending",
+        ),
+        AlertRow("PhasewatchBottleneckPersisting", "firing", T0 + 390, "t", "m", "warning", notes),
+    ]  # fmt: skip
+    md = incident_markdown(s, diagnosis=None, alerts=rows, source="live")
+    pending, stopped, firing = (line for line in md.splitlines() if "Persisting" in line)
+    assert "has been" not in pending and "has been" not in stopped
+    assert "| pending | warning | pending since 2025-11-29 08:01:30 UTC" in pending
+    assert "never fired" in stopped
+    assert firing.endswith("| firing | warning | m (t) has been queue_bound for 5 minutes |")
 
 
 def test_diagnosis_card_shows_class_sub_cause_evidence_and_hints_with_why() -> None:

@@ -120,12 +120,15 @@ class EvidencePublic(Answer):
 
 
 class HintPublic(Answer):
-    """One thing to change: the flag or action, and why it helps here."""
+    """One thing to change: the flag or action (with its value where one follows), and
+    why it helps here; ``evidence`` the window's reading that justifies it."""
 
     id: str
     title: str
     action: str
     why: str
+    # Rows stored before hints carried their evidence lack it.
+    evidence: str = Field(default="", description="the reading behind it, with its numbers")
 
 
 class TallyPublic(Answer):

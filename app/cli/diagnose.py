@@ -40,7 +40,7 @@ from app.evaluate.baseline import history_for_url, no_history
 from app.evaluate.replay import diagnose_observed
 from app.evaluate.settings import server_settings, with_servers, with_slo
 from app.redact import redact_url
-from app.sources.watch import observe
+from app.sources.watch import failures, nothing_to_judge, observe
 
 
 def add_server_option(p: argparse.ArgumentParser) -> None:
@@ -177,7 +177,10 @@ def run_diagnose(args: argparse.Namespace) -> int:
         )
     except (OSError, ValueError, RuntimeError) as exc:  # PrometheusError is a RuntimeError
         compare = no_history(f"could not read the stream's history: {exc}")
-    diagnoses = diagnose_observed(scrapes, config, compare=compare)
+    # Nothing to judge (refused, no vLLM metrics, one scrape): say why, not an empty block.
+    error = nothing_to_judge(scrapes)
+    errors = failures(scrapes)
+    diagnoses = [] if error else diagnose_observed(scrapes, config, compare=compare)
     ok = sum(1 for r in scrapes.records if r.ok)
     if args.json:
         out = {
@@ -186,13 +189,23 @@ def run_diagnose(args: argparse.Namespace) -> int:
             "end": scrapes.end,
             "scrapes": len(scrapes.records),
             "failed_scrapes": len(scrapes.records) - ok,
+            "error": None if error is None else {"kind": error.kind, "message": error.text()},
+            "errors": [e.to_dict() for e in errors],
             "diagnoses": [d.to_dict() for d in diagnoses],
         }
         print(json.dumps(out, indent=2))
     else:
         span = scrapes.end - scrapes.start
-        print(f"{redact_url(args.url)}: {len(scrapes.records)} scrapes ({ok} ok) over {span:.0f} s")
+        n = len(scrapes.records)
+        usable = f"{ok} ok" if ok else "none usable"
+        plural = "" if n == 1 else "s"
+        print(f"{redact_url(args.url)}: {n} scrape{plural} ({usable}) over {span:.0f} s")
+        if error is not None:
+            print(f"cannot diagnose: {error.text()}")
+        for e in errors:
+            if error is None or e.kind != error.kind:
+                print(f"  {e.count} of {n} scrapes failed, {e.kind}: {e.message}")
         for d in diagnoses:
             print()
             print(render(d, verbose=args.verbose))
-    return 0 if ok else 1
+    return 1 if error else 0

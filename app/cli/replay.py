@@ -1,9 +1,10 @@
 """``phasewatch replay DIR``: the diagnosis timeline of a recording, and its alerts.
 
-Takes the diagnosis options of ``diagnose`` (SLOs, roofline). With ``--json`` the
-object also lists the ``alerts`` the rules (the shipped pack plus ``alerts.rules_file``
-of ``--config``) would have fired over the same windows, as ``rules replay`` computes
-them; when they cannot be evaluated, stderr says why and the list is left out.
+Takes the diagnosis options of ``diagnose`` (SLOs, roofline). The text ends with, and
+``--json``'s object lists under ``alerts``, the transitions the rules (the shipped pack
+plus ``alerts.rules_file`` of ``--config``) would have made over the same windows, as
+``rules replay`` computes them; when they cannot be evaluated, stderr says why and the
+list is left out.
 """
 
 from __future__ import annotations
@@ -69,19 +70,38 @@ def run_replay(args: argparse.Namespace) -> int:
             print(f"alerts not evaluated: {exc}", file=sys.stderr)
         print(json.dumps(out, indent=2))
         return 0
+    width = max((len(d.model_name) for d in diagnoses), default=0)  # never cut a name
     for d in diagnoses:
         ttft = "n/a" if d.ttft_p99 is None else f"{'≥' if d.ttft_p99_ge else ''}{d.ttft_p99:.2f}s"
         itl = (
             "n/a" if d.itl_p99 is None else f"{'≥' if d.itl_p99_ge else ''}{d.itl_p99 * 1000:.0f}ms"
         )
         print(
-            f"{_ts(d.end)}  {d.model_name:<24.24}  {d.label:<34} {d.confidence:4.2f}  "
+            f"{_ts(d.end)}  {d.model_name:<{width}}  {d.label:<34} {d.confidence:4.2f}  "
             f"TTFT p99 {ttft:>8}  ITL p99 {itl:>7}"
         )
         if args.verbose:
             print(render(d, verbose=True))
     _print_hints(diagnoses)
+    try:
+        alerts = replayed(args, Path(args.dir))[0]["alerts"]
+    except (ConfigError, RuleError, OSError, ValueError) as exc:
+        print(f"alerts not evaluated: {exc}", file=sys.stderr)
+    else:
+        _print_alerts(alerts)
     return 0
+
+
+def _print_alerts(alerts: list[dict[str, Any]]) -> None:
+    """The transitions the rules would have made, oldest first; a firing one with its
+    summary (a pending one has not held for its ``for`` yet: no summary claims it did)."""
+    print("\nalerts the rules would have fired:" if alerts else "\nno alert would have fired")
+    rows = [(a, a["labels"].get("model_name") or a["labels"].get("target", "")) for a in alerts]
+    name_w = max((len(a["alertname"]) for a, _ in rows), default=0)
+    for a, where in rows:
+        print(f"{_ts(a['at'])}  {a['state']:<8}  {a['alertname']:<{name_w}}  {where}")
+        if a["state"] == "firing" and a["annotations"].get("summary"):
+            print(f"{'':21}{a['annotations']['summary']}")
 
 
 def _print_hints(diagnoses: list[Diagnosis]) -> None:

@@ -29,7 +29,9 @@ those do not account for. Latencies are the symptom, never a candidate.
   ``prompt_tokens_mean`` and the hit rate; and a fall of ``completion_rate`` beyond what
   the work grew is capacity lost (the server completes fewer requests of the same
   work) — so arrivals up at steady completions name ``arrival_rate``, completions down
-  at steady arrivals ``completion_rate``.
+  at steady arrivals ``completion_rate``. With the ``deferred`` sub-cause the queue is
+  the deferred requests themselves (waiting for a KV transfer, an adapter, a grammar),
+  so ``waiting_deferred_avg`` contributes its rise too.
 * ``kv_pressure`` — **KV in use ∝ requests in flight × KV per request**: in flight grows
   with ``arrival_rate`` and ``output_tokens_mean`` (time in the system), the rest of the
   batch growth goes to ``running_avg``; KV per request ≈ prompt × (1 − hit rate) +
@@ -99,6 +101,7 @@ SIGNALS: tuple[str, ...] = (
     "steps_per_s",
     "preemptions_rate",
     "kv_usage_avg",
+    "waiting_deferred_avg",
 )
 # 0–1 fractions: a move is judged by its difference, not its ratio (0.02 → 0.01 is none).
 _FRACTIONS = frozenset({"prefix_cache_hit_rate", "kv_usage_avg", "spec_decode_acceptance"})
@@ -320,6 +323,9 @@ def _queue(p: _Pair, sub: str | None) -> _Tally:
     if drop is not None:
         grown = sum(work.contrib.values())
         t.add("completion_rate", max(0.0, drop - max(0.0, grown)))
+    if sub == SubCause.DEFERRED.value:
+        # The queue is deferred requests: what defers them is the change.
+        t.add("waiting_deferred_avg", p.lr("waiting_deferred_avg"))
     return t
 
 

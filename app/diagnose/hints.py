@@ -141,6 +141,7 @@ SITUATION_FOCUS: dict[str, str] = {
     CACHE_MISS: "prefix_cache_hit_rate-",
     INTERFERENCE: "step_tokens_p99+",
     SPEC: "spec_decode_acceptance-",
+    DEFERRED: "waiting_deferred_avg+",
     KV: "kv_usage_avg+",
     STALLED: "steps_per_s-",
 }
@@ -299,10 +300,15 @@ def _stable_prefix(x: Context) -> Made | None:
     )
     miss_now, miss_before = max(1e-3, 1 - hit), max(1e-3, 1 - (before or 0.0))
     if before is not None and miss_now >= miss_before * x.config.baseline_noise_ratio:
+        # The change's own figure when it is ranked (uncached tokens as measured).
+        change = next((c for c in x.changes if c.signal == "prefix_cache_hit_rate"), None)
+        ratio = miss_now / miss_before
+        if change is not None and change.effect_ratio is not None:
+            ratio = change.effect_ratio
         return Made(
             action,
             f"prefix-cache hit rate fell {before:.2f} → {hit:.2f}: uncached prompt tokens "
-            f"×{miss_now / miss_before:.2g}",
+            f"×{ratio:.2g}",
             promoted=True,
         )
     if hit < x.config.prefix_hit_low:
@@ -373,18 +379,27 @@ def _batched_down(x: Context) -> Made | None:
     target = cfg.itl_friendly_batched_tokens
     if f.step_p99 is None or f.step_p99 <= target:
         return None  # the steps are no larger than the budget advised
-    if not budget.assumed and budget.value is not None and budget.value <= target:
-        return None  # the configured budget is already there
+    known = not budget.assumed and budget.value is not None
+    if known and budget.value <= target:
+        return None  # the budget is already there
+    # Not known and vLLM's default is the advised budget already: larger steps on the page
+    # may be the budget, or vLLM counting a request's whole prompt in the step where its
+    # prefill completes (physics.md: use the histogram's sum, not its buckets). Only steps
+    # far above it say the budget is larger.
+    assumed_low = not known and budget.value is not None and budget.value <= target
+    if assumed_low and f.step_p99 < 2 * target:
+        return None
     evidence = f"steps of {_n(f.step_p99)} tokens (p99"
     evidence += f"; p50 {_n(f.step_p50)})" if f.step_p50 is not None else ")"
     if f.itl_p50 and f.itl_p99 is not None:
         evidence += f" and ITL p99 {_s(f.itl_p99)} = {f.itl_p99 / f.itl_p50:.1f}× p50"
     evidence += ": prefill chunks ride in the decode steps"
     now = budget.said()
-    if budget.assumed and budget.value is not None and f.step_p99 > float(budget.value) * 1.05:
+    if assumed_low:
         now = (
-            f"at least {_n(f.step_p99)} judging by the steps; vLLM's default would be "
-            f"{budget.shown()}: configure max_num_batched_tokens"
+            f"not configured; vLLM's default would be {budget.shown()}, the steps say more — "
+            "or count whole prompts where their prefill completes: configure "
+            "max_num_batched_tokens"
         )
     return Made(f"--max-num-batched-tokens {_flag(target)} (now {now})", evidence, True)
 
@@ -413,9 +428,10 @@ def _quantize(x: Context) -> Made | None:
         return Made(action, text + already)
     if roof is not None and roof.efficiency is not None:
         near = roof.efficiency >= x.config.near_ceiling_efficiency
+        device = "" if roof.device == f"{roof.bandwidth_gbs:g} GB/s" else f"{roof.device}: "
         evidence = (
             f"decode runs at {_pct(roof.efficiency)} of the {roof.ceiling_tok_s:.0f} tok/s "
-            f"ceiling ({roof.device}: {roof.bandwidth_gbs:g} GB/s / "
+            f"ceiling ({device}{roof.bandwidth_gbs:g} GB/s / "
             f"{roof.weight_bytes / 1e9:.1f} GB of weights); half the bytes: ≈ "
             f"{2 * roof.ceiling_tok_s:.0f} tok/s"
         )
@@ -729,9 +745,17 @@ def _check_slowdown(x: Context) -> Made | None:
 
 
 def _deferred_admission(x: Context) -> Made | None:
+    f = x.facts
     text = _deferred(x)
     if text is None:
         return None
+    if f.running_avg is not None and f.kv_max is not None:
+        limit = x.server.max_num_seqs
+        text += (
+            f"; {_n(f.running_avg)} running (max_num_seqs {limit.shown()}"
+            f"{', assumed' if limit.assumed else ''}) with KV usage max "
+            f"{_pct(f.kv_max)}: room to admit them"
+        )
     return Made(
         "read vllm:num_requests_waiting_by_reason: with a KV connector, check the transfers "
         "from the prefill instances; with LoRA, the adapter budget (--max-loras); look for "
@@ -943,8 +967,9 @@ CATALOG: tuple[HintSpec, ...] = (
     HintSpec(
         id="shorter-context",
         title="Trim the context",
-        why="every decode step re-reads all earlier K/V: thousands of tokens of context are "
-        "a big read per step",
+        why="every decode step re-reads all earlier K/V of every sequence in the batch: long "
+        "histories, and long answers that also keep more requests in the batch, make each "
+        "step's read bigger",
         applies={BANDWIDTH: 5},
         build=_shorter_context,
         addresses=("output_tokens_mean+", "prompt_tokens_mean+"),
@@ -989,6 +1014,7 @@ CATALOG: tuple[HintSpec, ...] = (
         "replicas or slots would not admit them sooner",
         applies={DEFERRED: 1},
         build=_deferred_admission,
+        addresses=("waiting_deferred_avg+",),
     ),
     HintSpec(
         id="spec-decode-drafter",
@@ -1026,8 +1052,8 @@ CATALOG: tuple[HintSpec, ...] = (
         "can hold it, and the scheduler behind it, for a long time",
         applies={STALLED: 3, DEFERRED: 2},
         build=_for_stall_or_deferred(
-            "look for requests with large JSON schemas or regexes (guided decoding) around "
-            "when progress stopped; cap schema size or change the structured-output backend"
+            "look for requests with large JSON schemas or regexes (guided decoding) from when "
+            "it began; cap schema size or change the structured-output backend"
         ),
         addresses=("steps_per_s-", "completion_rate-"),
     ),

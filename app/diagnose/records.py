@@ -182,6 +182,7 @@ _CHANGE_NAMES: dict[str, tuple[str, str]] = {
     "steps_per_s": ("engine steps", "/s"),
     "uncached_prompt_tokens_mean": ("uncached prompt tokens", ""),
     "steps_per_output_token": ("decode steps per output token", ""),
+    "waiting_deferred_avg": ("deferred waiting requests", ""),
 }
 
 

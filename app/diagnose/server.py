@@ -219,9 +219,9 @@ class ServerView:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """The known settings with their source (the assumed defaults too), the model
-        and device, and the notes."""
-        out: dict[str, Any] = {s.name: s.to_dict() for s in self.settings() if s.known}
+        """Every setting with its source (the assumed defaults too; value and source
+        null: not known), the model and device, and the notes."""
+        out: dict[str, Any] = {s.name: s.to_dict() for s in self.settings()}
         out["model"] = self.model
         out["device"] = self.device
         out["notes"] = list(self.notes)

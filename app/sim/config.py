@@ -41,6 +41,12 @@ class EngineConfig:
     max_num_queued_reqs: int | None = None
     num_gpu_blocks_override: int | None = None
     served_model_name: str | None = None
+    # Seconds each request waits, after it arrives, before the scheduler may admit it: its
+    # KV cache (or adapter) comes from elsewhere — a KV connector's transfer from a prefill
+    # instance. Meanwhile it is waiting and *deferred* (vLLM 0.20+
+    # ``num_requests_waiting_by_reason{reason="deferred"}``); ready requests behind it go
+    # first, as vLLM skips a request still waiting for its remote KV.
+    kv_transfer_s: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +247,8 @@ def _check_engine(e: EngineConfig) -> None:
         raise SimConfigError("max_num_queued_reqs must not be negative")
     if e.num_gpu_blocks_override is not None and e.num_gpu_blocks_override < 1:
         raise SimConfigError("num_gpu_blocks_override must be >= 1")
+    if not e.kv_transfer_s >= 0:
+        raise SimConfigError(f"kv_transfer_s must not be negative, got {e.kv_transfer_s}")
 
 
 def estimate_capacity(

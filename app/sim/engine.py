@@ -122,6 +122,7 @@ class Replica:
             r = Request(
                 a, d.prompt_len, d.output_len, d.max_tokens, d.finish_reason, d.prefix_tokens
             )
+            r.ready = a + cfg.engine.kv_transfer_s
             if hung:
                 self.truth.arrival(r)
                 self.inbox.append(r)
@@ -191,8 +192,21 @@ class Replica:
                 self.truth.advance(nxt)
                 self.now = nxt
                 continue
+            if not sched.running and self._all_deferred():
+                # Nothing to step until a transfer lands or a request arrives.
+                ready = min(r.ready for r in sched.waiting)
+                nxt = min(ready, self.next_arrival, self.phase_until, target)
+                waiting = len(sched.waiting)
+                self.truth.state(self.now, nxt, waiting, 0, 0, 0, sched.usage)
+                self.now = nxt
+                continue
             self._start_step()
         self.truth.advance(target if self.pending_end < 0 else self.step_start)
+
+    def _all_deferred(self) -> bool:
+        """Every waiting request is still waiting for its KV (``kv_transfer_s``)."""
+        now = self.now
+        return all(r.ready > now for r in self.sched.waiting)
 
     def _hang(self, end: float) -> None:
         """Let sim time pass up to ``end`` with the engine core stuck (module docstring):
@@ -390,6 +404,12 @@ class Replica:
     @property
     def num_waiting(self) -> int:
         return len(self.sched.waiting)
+
+    @property
+    def num_deferred(self) -> int:
+        """Waiting requests whose KV has not arrived yet (``kv_transfer_s``)."""
+        now = self.now
+        return sum(1 for r in self.sched.waiting if r.ready > now)
 
     @property
     def kv_usage(self) -> float:

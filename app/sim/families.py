@@ -93,7 +93,10 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
             "vllm:num_requests_waiting_by_reason",
             _WAITING_BY_REASON_HELP,
             "reason",
-            {"capacity": src.waiting, "deferred": const(0.0)},
+            {
+                "capacity": lambda: src.waiting() - src.deferred(),
+                "deferred": src.deferred,
+            },
         )
         labelled(
             "gauge",
@@ -322,5 +325,6 @@ def replica_families(replica: Replica, model_name: str | None = None) -> list[Fa
         waiting=lambda: float(replica.num_waiting),
         kv_usage=lambda: replica.kv_usage,
         cache_labels=cache_labels(replica),
+        deferred=lambda: float(replica.num_deferred),
     )
     return families(src, replica.version, model_name or replica.config.served_model_name)

@@ -45,12 +45,15 @@ class Source:
         waiting: Value,
         kv_usage: Value,
         cache_labels: dict[str, str],
+        deferred: Value | None = None,
     ) -> None:
         self.m = metrics
         self.running = running
         self.waiting = waiting
         self.kv_usage = kv_usage
         self.cache_labels = cache_labels
+        # Waiting requests deferred (their KV not here yet); the rest wait for capacity.
+        self.deferred = deferred or const(0.0)
 
 
 def const(v: float) -> Value:

@@ -11,7 +11,8 @@ Each step, under a budget of ``max_num_batched_tokens``:
 2. if nothing was preempted this step, waiting requests in FCFS order while the budget
    lasts and fewer than ``max_num_seqs`` run. The head of the queue blocks everyone
    behind it when its first chunk's blocks do not fit (waiting for KV), or when the batch
-   or the budget is full (waiting for a slot).
+   or the budget is full (waiting for a slot). A request not ``ready`` yet (its KV still
+   on its way: ``kv_transfer_s``) is skipped, deferred, and keeps its place.
 
 With speculative decoding a decode takes 1 + k tokens of the budget and KV slots for
 them (the drafts are verified in the same pass); the engine keeps the accepted ones.
@@ -50,6 +51,7 @@ class Request:
         "cached",
         "preempted",
         "done",
+        "ready",
     )
 
     def __init__(
@@ -79,6 +81,8 @@ class Request:
         self.cached = -1
         self.preempted = False
         self.done = False
+        # When the scheduler may admit it (later than ``arrival`` with a KV transfer).
+        self.ready = arrival
 
 
 class Scheduler:
@@ -252,8 +256,12 @@ class Scheduler:
         kv_blocked = bool(self.preempted)
         if not self.preempted:
             max_seqs = self.max_num_seqs
+            skipped: list[Request] = []
             while waiting and budget > 0 and len(running) < max_seqs:
                 r = waiting[0]
+                if r.ready > now:  # deferred: its KV is not here yet
+                    skipped.append(waiting.popleft())
+                    continue
                 n = self._admit(r, budget)
                 if n == 0:
                     kv_blocked = True
@@ -270,6 +278,7 @@ class Scheduler:
                 ctx += c
                 attn += n * c + n * (n + 1) / 2
                 budget -= n
+            waiting.extendleft(reversed(skipped))
         self.wait_kv = len(waiting) if kv_blocked else self.n_preempted_waiting
         nd = len(dec)
         self.dec = dec

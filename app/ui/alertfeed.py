@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Protocol
 
 from app.alerts.history import AlertStore
@@ -33,6 +34,19 @@ class AlertRow:
     fired_at: float | None = None
     resolved_at: float | None = None
     previous: str | None = None
+
+
+def alert_summary(a: AlertRow) -> str:
+    """What a row can truthfully say. A rule's summary is written for the notification
+    of a firing alert ("… has been queue_bound for 5 minutes"), so a pending alert says
+    it is pending and since when, and one that ended while pending says it never fired;
+    other states keep the rule's summary."""
+    if a.state == "pending":
+        since = datetime.fromtimestamp(a.active_at or a.at, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        return f"pending since {since} UTC: its condition holds, not yet long enough to fire"
+    if a.previous == "pending" and a.state in ("resolved", "inactive"):
+        return "stopped while pending: it never fired"
+    return a.summary
 
 
 @dataclass(frozen=True, slots=True)

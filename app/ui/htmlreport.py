@@ -29,7 +29,7 @@ from plotly.offline import get_plotlyjs
 from app.diagnose import Diagnosis
 from app.diagnose.records import Evidence, fmt_value
 from app.ui import palette
-from app.ui.alertfeed import AlertRow
+from app.ui.alertfeed import AlertRow, alert_summary
 from app.ui.data import Timeline
 from app.ui.figures import Mark, target_figure, utc
 from app.ui.spikes import Spike
@@ -299,7 +299,7 @@ def _alertstable(alerts: Sequence[AlertRow]) -> str:
             esc(a.state),
             f'<span class="sev-{esc(a.severity)}">{esc(a.severity)}</span>',
             esc(a.target or "fleet"),
-            esc(a.summary),
+            esc(alert_summary(a)),
         ]
         for a in sorted(alerts, key=lambda a: a.at)
     ]

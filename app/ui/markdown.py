@@ -2,32 +2,31 @@
 
 Times, peaks, the class sequence, what changed against the stream's healthy baseline,
 the evidence and hints of the diagnosis at the peak, and the alerts that changed state.
-Every value that comes from outside (target and model names, alert labels and
-summaries, notes) is escaped: HTML's ``& < >`` become
-entities and Markdown's punctuation is backslash-escaped, so a model named
-``<script>`` or ``a|b`` stays text in any renderer.
+It reads as written when pasted into GitHub, Slack or a wiki: each value is escaped for
+the place it goes (``app.read.markdown_text``), so ``TTFT p99 7.28 s > 2.00 s
+(waiting avg 1,332)`` and ``queue_bound`` carry no entities or backslashes. Names that
+come from outside (target, model, source) are code spans, so a model named
+``<img src=x onerror=alert(1)>`` or ``[x](http://evil)`` stays text in any renderer;
+prose that quotes them (an alert's summary) has what would start a link, a tag or
+emphasis escaped.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from app.diagnose import Diagnosis
 from app.diagnose.records import fmt_value
+from app.read.markdown_text import cell, code, text
 from app.ui import palette
-from app.ui.alertfeed import AlertRow
+from app.ui.alertfeed import AlertRow, alert_summary
 from app.ui.figures import utc
 from app.ui.spikes import Spike
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#!|~])")
 
-
-def esc(text: object) -> str:
-    """Text safe inside a Markdown paragraph, list item or table cell."""
-    s = " ".join(str(text).split())
-    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", s)
+def _row(*cells: str) -> str:
+    """A table row of inline Markdown cells."""
+    return "| " + " | ".join(cell(c) for c in cells) + " |"
 
 
 def _duration(seconds: float) -> str:
@@ -52,12 +51,12 @@ def incident_markdown(
 ) -> str:
     """The summary of one spike, ready to paste into an incident ticket."""
     lines = [
-        f"# Incident: {esc(spike.model_name)} on {esc(spike.target)}",
+        f"# Incident: {code(spike.model_name)} on {code(spike.target)}",
         "",
         f"- **When:** {utc(spike.start)} – {utc(spike.end)} UTC "
         f"({_duration(spike.end - spike.start)})",
-        f"- **Dominant class:** {esc(palette.label(spike.dominant))} (`{spike.dominant}`)",
-        f"- **Source:** {esc(source)}",
+        f"- **Dominant class:** {text(palette.label(spike.dominant))} ({code(spike.dominant)})",
+        f"- **Source:** {code(source)}",
         "",
         "## Peaks",
         "",
@@ -67,8 +66,14 @@ def incident_markdown(
     for p in spike.peaks:
         base = "n/a" if p.baseline is None else fmt_value(p.baseline, "s")
         lines.append(
-            f"| {_unit(p.signal)} | {esc(fmt_value(p.value, 's', p.ge))} | {utc(p.at)} | "
-            f"{esc(fmt_value(p.slo, 's'))} | {esc(base)} | {esc(p.reason)} |"
+            _row(
+                _unit(p.signal),
+                text(fmt_value(p.value, "s", p.ge)),
+                utc(p.at),
+                text(fmt_value(p.slo, "s")),
+                text(base),
+                text(p.reason),
+            )
         )
     if any(p.ge for p in spike.peaks):
         lines += ["", "A ≥ value is a lower bound: the rank fell above the highest bucket."]
@@ -76,8 +81,7 @@ def incident_markdown(
     lines.append("|---|---|---|---|")
     for r in spike.runs:
         lines.append(
-            f"| {utc(r.start)} | {utc(r.end)} | {esc(palette.label(r.cls, r.sub_cause))} | "
-            f"{r.windows} |"
+            _row(utc(r.start), utc(r.end), text(palette.label(r.cls, r.sub_cause)), str(r.windows))
         )
     if diagnosis is not None:
         d = diagnosis
@@ -85,8 +89,8 @@ def incident_markdown(
             "",
             f"## Diagnosis at the peak ({utc(d.start)} – {utc(d.end)} UTC)",
             "",
-            f"**{esc(palette.label(str(d.cls), d.sub_cause))}** "
-            f"(confidence {d.confidence:.2f}): {esc(d.summary)}",
+            f"**{text(palette.label(str(d.cls), d.sub_cause))}** "
+            f"(confidence {d.confidence:.2f}): {text(d.summary)}",
             "",
         ]
         if d.changes:
@@ -98,7 +102,7 @@ def incident_markdown(
             ]
             for c in d.changes:
                 share = f"{c.share:.0%}" if c.share > 0 else "none"
-                lines.append(f"| {esc(c.text())} | {share} |")
+                lines.append(_row(text(c.text()), share))
             lines.append("")
         lines += [
             "### Evidence",
@@ -112,24 +116,30 @@ def incident_markdown(
             threshold = "" if e.threshold is None else f"{e.op} {fmt_value(e.threshold, e.unit)}"
             holds = {True: "yes", False: "no", None: "unknown"}[e.holds]
             lines.append(
-                f"| {esc(e.rule)} | {esc(e.signal)} | {esc(fmt_value(e.value, e.unit, e.ge))} "
-                f"| {esc(threshold)} | {holds} |"
+                _row(
+                    text(e.rule),
+                    text(e.signal),
+                    text(fmt_value(e.value, e.unit, e.ge)),
+                    text(threshold),
+                    holds,
+                )
             )
         lines += ["", "### What to change", ""]
         if d.hints:
             for i, h in enumerate(d.hints, 1):
-                lines.append(f"{i}. **{esc(h.title)}**: {esc(h.action)}. Why: {esc(h.why)}")
+                lines.append(f"{i}. **{text(h.title)}**: {text(h.action)}. Why: {text(h.why)}")
         else:
             lines.append("Nothing to change.")
         if d.roofline is not None:
-            lines += ["", f"Roofline: {esc(d.roofline.text())}"]
+            lines += ["", f"Roofline: {text(d.roofline.text())}"]
     lines += ["", "## Alerts", ""]
     if alerts:
         lines += ["| at (UTC) | alert | state | severity | summary |", "|---|---|---|---|---|"]
         for a in sorted(alerts, key=lambda a: a.at):
             lines.append(
-                f"| {utc(a.at)} | {esc(a.name)} | {esc(a.state)} | {esc(a.severity)} | "
-                f"{esc(a.summary)} |"
+                _row(
+                    utc(a.at), text(a.name), text(a.state), text(a.severity), text(alert_summary(a))
+                )
             )
     else:
         lines.append("No alert changed state in this range.")

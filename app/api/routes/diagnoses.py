@@ -73,6 +73,35 @@ class BaselineInfoPublic(Answer):
     enough: bool
 
 
+class ServerSettingPublic(Answer):
+    """One engine setting and where it comes from."""
+
+    value: Any
+    source: str | None = Field(
+        description='"page" (cache_config_info), "configured" or "default" (assumed)'
+    )
+
+
+class ServerPublic(Answer):
+    """The server's settings the hints started from (``app.diagnose.server``): each known
+    one with its source, the model and device as configured, and disagreements."""
+
+    # Every setting (``ServerView.to_dict``'s order); value and source null: not known.
+    max_num_seqs: ServerSettingPublic
+    max_num_batched_tokens: ServerSettingPublic
+    max_model_len: ServerSettingPublic
+    gpu_memory_utilization: ServerSettingPublic
+    block_size: ServerSettingPublic
+    num_gpu_blocks: ServerSettingPublic
+    enable_prefix_caching: ServerSettingPublic
+    kv_cache_dtype: ServerSettingPublic
+    quantization: ServerSettingPublic
+    tensor_parallel_size: ServerSettingPublic
+    model: str | None
+    device: str | None
+    notes: list[str]
+
+
 class DiagnosisPublic(Answer):
     """The verdict on one window of one stream (``Diagnosis.to_dict``): the class and
     its sub-cause, every comparison every rule made, hints most useful first."""
@@ -110,6 +139,9 @@ class DiagnosisPublic(Answer):
     )
     baseline: BaselineInfoPublic | None = Field(
         default=None, description="what the window was compared with; null: not compared"
+    )
+    server: ServerPublic | None = Field(
+        default=None, description="the server's settings the hints started from"
     )
 
 

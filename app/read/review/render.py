@@ -1,4 +1,10 @@
-"""The review as Markdown (for an incident document) or JSON. Pure string building."""
+"""The review as Markdown (for an incident document) or JSON. Pure string building.
+
+The Markdown reads as written when pasted (``app.read.markdown_text``): model and
+target names, the source and the selector are code spans, so a model named
+``[x](http://evil)`` or ``<img src=x>`` stays text; prose (summaries, evidence, hints,
+alert summaries) escapes only what would start markup where it stands.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +12,7 @@ import json
 from datetime import UTC, datetime
 
 from app.diagnose.records import fmt_value
+from app.read.markdown_text import cell, code, text
 from app.read.review.report import Review, StreamReview
 
 __all__ = ["to_json", "to_markdown"]
@@ -23,10 +30,6 @@ def _s(value: float | None, ge: bool = False) -> str:
     return fmt_value(value, "s", ge)
 
 
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def to_json(review: Review, *, with_diagnoses: bool = False) -> str:
     return json.dumps(review.to_dict(with_diagnoses=with_diagnoses), indent=2)
 
@@ -36,14 +39,14 @@ def to_markdown(review: Review) -> str:
     lines = [
         f"# phasewatch review: {_when(review.start)} – {_when(review.end)} UTC",
         "",
-        f"Source: Prometheus `{review.source}`"
-        + (f", selector `{review.selector}`" if review.selector else "")
+        f"Source: Prometheus {code(review.source)}"
+        + (f", selector {code(review.selector)}" if review.selector else "")
         + f". Windows of {review.window:g} s every {review.step:g} s; a window is named by "
         "its end time.",
         "",
     ]
     for note in review.notes:
-        lines += [f"> {note}", ""]
+        lines += [f"> {text(note)}", ""]
     if not review.streams:
         lines += ["No vLLM series matched in this range.", ""]
         return "\n".join(lines)
@@ -54,11 +57,11 @@ def to_markdown(review: Review) -> str:
         "|---|---|---|---|---|---|",
     ]
     for s in review.streams:
-        classes = ", ".join(dict.fromkeys(r.label for r in s.timeline))
+        classes = text(", ".join(dict.fromkeys(r.label for r in s.timeline)))
         n_ttft = sum(1 for x in s.spikes if x.signal == "ttft_p99")
         n_itl = sum(1 for x in s.spikes if x.signal == "itl_p99")
         lines.append(
-            f"| {_cell(_stream(s))} | {s.windows} | {s.problem_windows} | {classes} | "
+            f"| {cell(_stream(s))} | {s.windows} | {s.problem_windows} | {classes} | "
             f"{n_ttft} | {n_itl} |"
         )
     lines.append("")
@@ -69,7 +72,7 @@ def to_markdown(review: Review) -> str:
 
 
 def _stream(s: StreamReview) -> str:
-    return f"{s.model_name} @ {s.target}"
+    return f"{code(s.model_name)} @ {code(s.target)}"
 
 
 def _stream_section(s: StreamReview, length: float) -> list[str]:
@@ -85,7 +88,8 @@ def _stream_section(s: StreamReview, length: float) -> list[str]:
             else (f"{_clock(r.first_end)} → {_clock(r.last_end)}")
         )
         lines.append(
-            f"| {span} | **{r.label}** | {r.windows} | {_s(r.ttft_p99_max)} | {_s(r.itl_p99_max)} |"
+            f"| {span} | **{cell(text(r.label))}** | {r.windows} | {_s(r.ttft_p99_max)} | "
+            f"{_s(r.itl_p99_max)} |"
         )
     lines += ["", "### p99 spikes", ""]
     base = (
@@ -110,26 +114,27 @@ def _stream_section(s: StreamReview, length: float) -> list[str]:
             over = {"slo": "SLO", "baseline": "baseline", "slo+baseline": "SLO and baseline"}
             lines.append(
                 f"| {span} | {x.signal} | {_s(x.peak, x.peak_ge)} | {_clock(x.peak_end)} | "
-                f"{_s(x.slo)} | {over[x.reason]} | {x.class_at_peak} |"
+                f"{_s(x.slo)} | {over[x.reason]} | {cell(text(x.class_at_peak))} |"
             )
         lines.append("")
     for f in s.findings:
         d = f.diagnosis
         lines += [
-            f"### {f.run.label}: {_clock(f.run.first_end)} → {_clock(f.run.last_end)}",
+            f"### {text(f.run.label)}: {_clock(f.run.first_end)} → {_clock(f.run.last_end)}",
             "",
-            f"{d.summary} (window ending {_clock(d.end)}, confidence {d.confidence:.2f})",
+            f"{text(d.summary, line_start=True)} (window ending {_clock(d.end)}, "
+            f"confidence {d.confidence:.2f})",
             "",
             "Evidence:",
             "",
         ]
-        lines += [f"- {e.text()}" for e in d.evidence if e.rule == d.cls.value]
+        lines += [f"- {text(e.text())}" for e in d.evidence if e.rule == d.cls.value]
         if d.notes:
-            lines += [f"- note: {n}" for n in d.notes]
+            lines += [f"- note: {text(n)}" for n in d.notes]
         if d.hints:
             lines += ["", "What to change (most useful first):", ""]
             for i, h in enumerate(d.hints, 1):
-                lines.append(f"{i}. **{h.title}**: {h.action} — {h.why}")
+                lines.append(f"{i}. **{text(h.title)}**: {text(h.action)} — {text(h.why)}")
         lines.append("")
     return lines
 
@@ -144,8 +149,9 @@ def _alerts_section(review: Review) -> list[str]:
     for a in review.alerts:
         to = "firing at the end" if a.ends_at is None else _when(a.ends_at)
         lines.append(
-            f"| {a.name} | {a.severity} | {_cell(a.model_name)} @ {_cell(a.target)} | "
-            f"{_when(a.starts_at)} | {to} | {_cell(a.summary)} |"
+            f"| {cell(text(a.name))} | {cell(text(a.severity))} | "
+            f"{cell(code(a.model_name))} @ {cell(code(a.target))} | "
+            f"{_when(a.starts_at)} | {to} | {cell(text(a.summary))} |"
         )
     lines.append("")
     return lines

@@ -17,7 +17,7 @@ from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 from app.diagnose import Diagnosis
 from app.diagnose.records import fmt_value
 from app.ui import ids, palette, timerange
-from app.ui.alertfeed import AlertRow
+from app.ui.alertfeed import AlertRow, alert_summary
 from app.ui.components import badge, diagnosis_card
 from app.ui.context import PageContext
 from app.ui.data import Timeline
@@ -374,7 +374,7 @@ def _alert_list(alerts: list[AlertRow]) -> html.Ul | html.P:
         return html.P("No alert changed state in this range.", className="muted")
     return html.Ul(
         [
-            html.Li(f"{utc(a.at)} UTC · {a.name} {a.state} · {a.severity} · {a.summary}")
+            html.Li(f"{utc(a.at)} UTC · {a.name} {a.state} · {a.severity} · {alert_summary(a)}")
             for a in sorted(alerts, key=lambda a: a.at)
         ],
         className="alert-list",
