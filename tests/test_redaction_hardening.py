@@ -15,7 +15,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import AbstractAsyncContextManager, contextmanager
 from pathlib import Path
 
@@ -34,6 +34,7 @@ from app.redact import redact_url
 from app.scrape.client import fetch
 from app.service import Service
 from tests.realbins import free_port, wait_http
+from tests.test_alerts_integration import wait_for
 
 PASSWORD = "s3cret-pass"
 RULES = """
@@ -301,15 +302,6 @@ def test_uvicorn_tracebacks_become_one_redacted_json_line(restore_logging: None)
     assert access["logger"] == "uvicorn.access" and "token=***" in access["msg"]
 
 
-def _wait(pred: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not seen within {timeout} s")
-
-
 def test_serve_writes_uvicorn_records_as_json_lines(tmp_path: Path) -> None:
     port = free_port()
     config = tmp_path / "phasewatch.yaml"
@@ -332,7 +324,7 @@ alerts: {{enabled: false}}
         with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
             sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
             sock.recv(1024)  # uvicorn answers 400 and logs a warning
-        _wait(lambda: "Invalid HTTP request" in log.read_text(), 20, "uvicorn's warning")
+        wait_for(lambda: "Invalid HTTP request" in log.read_text(), what="uvicorn's warning")
     finally:
         proc.terminate()
         proc.wait(20)

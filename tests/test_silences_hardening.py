@@ -13,7 +13,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from app.regex import compile_anchored
 from app.store.sqlite import ScrapeRecord
 from tests.realbins import free_port, running
 from tests.test_alerts_api import AUTH, RULES, TOKEN, ApiClient, make_client, service
+from tests.test_alerts_integration import wait_for
 
 HOSTILE = r"(.*.*)*\d"  # exponential in a backtracking engine against text with no digit
 LONG_TARGET = "t" * 120  # a legal target name, far past where backtracking ever ends
@@ -39,15 +40,6 @@ def finishes_in_a_child(code: str, timeout: float = 30.0) -> None:
     except subprocess.TimeoutExpired:
         pytest.fail(f"still running after {timeout} s")
     assert done.returncode == 0, done.stderr[-2000:]
-
-
-def wait_for(pred: Callable[[], object], what: str, timeout: float = 30.0) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not met within {timeout} s")
 
 
 class CountingBody:
@@ -118,10 +110,10 @@ alerts: {{default_rules: false, rules_file: "{rules}", evaluation_interval: 0.3}
         created = httpx.post(f"{api}/silences", json=body, headers=AUTH, timeout=10)
         assert created.status_code == 200, created.text
         sid = created.json()["silenceID"]
-        wait_for(firing_unsilenced, "the alert evaluated past the silence")
+        wait_for(firing_unsilenced, what="the alert evaluated past the silence")
         before = last_evaluation()
     with running(cmd, log=log, ready_url=f"http://127.0.0.1:{port}/healthz"):  # same store
-        wait_for(lambda: last_evaluation() > before, "an evaluation after the restart")
+        wait_for(lambda: last_evaluation() > before, what="an evaluation after the restart")
         assert firing_unsilenced()
         deleted = httpx.delete(f"{api}/silences/{sid}", headers=AUTH, timeout=10)
         assert deleted.status_code == 200
