@@ -71,6 +71,9 @@ class TargetServerConfig(_Strict):
     kv_cache_dtype: str | None = Field(None, description="--kv-cache-dtype (auto, fp8, …)")
     quantization: str | None = Field(None, description="--quantization (fp8, awq, …)")
     tensor_parallel_size: int | None = Field(None, ge=1, description="--tensor-parallel-size")
+    num_gpu_blocks: int | None = Field(
+        None, ge=1, description="the KV pool in blocks (--num-gpu-blocks-override)"
+    )
     model: str | None = Field(None, description="the model served (free text)")
     device: str | None = Field(
         None,

@@ -8,7 +8,8 @@ stream, and the overview and a target page of a fleet of 1,000 targets.
   and the diagnosis card is shown.
 * ``overview_1000_*``: 1,000 targets with 10 minutes of 5 s intervals each, a model each
   (``build_fleet``, the data ``bench/queries.py`` times ``UiData.cards`` on), ``/ui/``.
-  Rendered: all 1,000 cards are on the page and the status counts 1,000 streams.
+  Rendered: the status counts 1,000 streams, the first page of cards (``CARDS_PER_PAGE``,
+  problems first) is on the page and the other streams are listed as links.
 * ``target_page_of_1000_*``: the target page of one stream among those 1,000 (its default
   1 h view, the 10 minutes of data). Rendered as the day's page, with the windows it has.
 
@@ -64,6 +65,7 @@ from app.sim.record import record  # noqa: E402
 from app.sources.recording import read_scrapes  # noqa: E402
 from app.store.sqlite import ScrapeRecord, Store  # noqa: E402
 from app.ui.data import UiData  # noqa: E402
+from app.ui.pages.overview import CARDS_PER_PAGE  # noqa: E402
 from app.ui.source import StoreSource  # noqa: E402
 
 TARGET = "bench"
@@ -130,11 +132,14 @@ TARGET_PAGE = (
     " && document.querySelector('#target-graph .barlayer .point')"
     " && document.querySelector('.diagnosis-card'); }})()"
 )
-# The overview is rendered: every card is on the page and the status counts them.
+# The overview is rendered: the status counts every stream, a page of cards is on the
+# page ({cards}: CARDS_PER_PAGE or fewer) and the streams without a card are listed
+# ({rest}: how many links).
 OVERVIEW = (
     "(() => {{ const s = document.querySelector('#overview-status');"
     " return s && s.innerText.startsWith('{n} stream(s)')"
-    " && document.querySelectorAll('.card-link').length >= {n}; }})()"
+    " && document.querySelectorAll('.card-link').length >= {cards}"
+    " && document.querySelectorAll('.stream-list a').length >= {rest}; }})()"
 )
 T_START = time.perf_counter()
 
@@ -355,7 +360,9 @@ def bench_fleet(tmp: Path, runs: int, n: int, bound_s: float) -> None:
         one = browse(url, ready, runs, f"target page of {n}", bound_s=bound_s)
         cards = browse(
             f"{server.url}/ui/",
-            OVERVIEW.format(n=n),
+            OVERVIEW.format(
+                n=n, cards=min(n, CARDS_PER_PAGE), rest=max(0, n - CARDS_PER_PAGE)
+            ),
             runs,
             f"overview of {n}",
             bound_s=bound_s,

@@ -481,3 +481,33 @@ def test_a_recording_is_shown_like_live_data(browser: Any, seeded: Seeded) -> No
     finally:
         s.close()
         svc.close()
+
+
+def test_overview_pages_cards_and_lists_the_rest_as_links(
+    session: Session, seeded: Seeded, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At most CARDS_PER_PAGE cards (problems first); the streams without a card are one
+    list of links that open their target pages, names shown as text."""
+    from app.ui.pages import overview
+
+    monkeypatch.setattr(overview, "CARDS_PER_PAGE", 1)
+    page = session.page
+    page.goto(seeded.url + "/ui/")
+    page.wait_for_selector(".overview-rest-list summary", timeout=TIMEOUT_MS)
+    assert page.locator(".card-link").count() == 1
+    summary = page.locator(".overview-rest-list summary").inner_text()
+    assert summary.startswith("1 more stream(s) without a card here"), summary
+    page.locator(".overview-rest-list summary").click()
+    links = page.locator(".stream-list a")
+    assert links.count() == 1
+    carded = page.locator(".card .card-target").inner_text()
+    listed = links.first.inner_text()
+    assert {carded, listed.split(" (")[0]} == {"sim-incident", "evil"}
+    if listed.startswith("evil"):
+        assert EVIL in listed, "the model name must show as plain text"
+    assert not page.evaluate("[...document.scripts].some(s => s.text.includes('alert(1)'))")
+    session.shot("overview-paged")
+    target = listed.split(" (")[0]
+    links.first.click()
+    page.wait_for_url(f"**/ui/targets/{target}**", timeout=TIMEOUT_MS)
+    page.wait_for_selector(".diagnosis-card", timeout=TIMEOUT_MS)

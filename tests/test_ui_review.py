@@ -249,6 +249,6 @@ def test_diagnosis_card_marks_an_unproven_breach_apart_from_a_proven_one() -> No
     over = _metric("TTFT p99", "6.00 s", verdict="over")
     unproven = _metric("TTFT p99", "2.37 s", verdict="unproven")
     within = _metric("TTFT p99", "2.47 s", verdict="within", above=True)
-    assert over.className == "metric over" and "prove" in over.title
-    assert unproven.className == "metric unproven" and "cannot prove" in unproven.title
-    assert within.className == "metric" and "within" in within.title
+    assert over[1].className == "metric-value over" and "prove" in over[1].title
+    assert unproven[1].className == "metric-value unproven" and "cannot prove" in unproven[1].title
+    assert within[1].className == "metric-value" and "within" in within[1].title

@@ -61,6 +61,9 @@ class ServerSettings:
     kv_cache_dtype: str | None = None
     quantization: str | None = None
     tensor_parallel_size: int | None = None
+    # The KV pool in blocks (``--num-gpu-blocks-override``); the page's cache_config_info
+    # says it when the server runs a vLLM that exports it.
+    num_gpu_blocks: int | None = None
     model: str | None = None
     device: str | None = None
 
@@ -336,7 +339,12 @@ def resolve(settings: ServerSettings, info: Mapping[str, str] | None = None) -> 
             "tensor_parallel_size", None, settings.tensor_parallel_size, 1, "1", notes
         ),
         num_gpu_blocks=_pick(
-            "num_gpu_blocks", _page_number(page, "num_gpu_blocks", int), None, None, "", notes
+            "num_gpu_blocks",
+            _page_number(page, "num_gpu_blocks", int),
+            settings.num_gpu_blocks,
+            None,
+            "",
+            notes,
         ),
         model=settings.model,
         device=settings.device,

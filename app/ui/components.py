@@ -38,24 +38,33 @@ def badge(cls: str, sub_cause: str | None = None, **kw: Any) -> html.Span:
 
 
 def mini_band(points: Sequence[Point], step: float, *, start: float, end: float) -> html.Div:
-    """The last minutes' classes as a thin strip of labelled segments (no Plotly)."""
+    """The last minutes' classes as a thin strip, one component: each run of a class a
+    stretch of its colour in a CSS gradient, the runs named in its tooltip (no Plotly;
+    the overview draws one per card, and the browser's cost grows with the components)."""
     span = max(end - start, step)
-    children = []
+    stops: list[str] = []
+    names: list[str] = []
+    empty = palette.EMPTY_STRIP
+    at = 0.0
     for r in band_runs(points, step):
-        st = palette.style(r.cls)
-        width = max(0.0, min(r.end, end) - max(r.start, start)) / span * 100
-        children.append(
-            html.Div(
-                className="mini-band-seg",
-                style={
-                    "width": f"{width:.3f}%",
-                    "left": f"{(max(r.start, start) - start) / span * 100:.3f}%",
-                    "background": st.colour,
-                },
-                title=f"{palette.label(r.cls, r.sub_cause)}: {utc(r.start)} – {utc(r.end)} UTC",
-            )
-        )
-    return html.Div(children, className="mini-band")
+        lo = max(0.0, min(100.0, (max(r.start, start) - start) / span * 100))
+        hi = max(lo, min(100.0, (min(r.end, end) - start) / span * 100))
+        if hi <= lo:
+            continue
+        colour = palette.style(r.cls).colour
+        if lo > at:
+            stops += [f"{empty} {at:.3f}%", f"{empty} {lo:.3f}%"]
+        stops += [f"{colour} {lo:.3f}%", f"{colour} {hi:.3f}%"]
+        names.append(f"{palette.label(r.cls, r.sub_cause)}: {utc(r.start)} – {utc(r.end)} UTC")
+        at = hi
+    if at < 100.0:
+        stops += [f"{empty} {at:.3f}%", f"{empty} 100%"]
+    return html.Div(
+        className="mini-band",
+        style={"background": f"linear-gradient(to right, {', '.join(stops)})"},
+        title="\n".join(names) or "no windows in these minutes",
+        **data_attrs(runs=str(len(names))),
+    )
 
 
 def _verdict(e: Evidence) -> str:

@@ -70,7 +70,7 @@ def route(ctx: PageContext, path: str, search: str | None) -> Any:
 
 def _page(ctx: PageContext, parts: list[str], q: dict[str, str]) -> Any:
     if not parts:
-        return overview.layout(ctx)
+        return overview.layout(ctx, q)
     if parts[0] == "targets" and len(parts) == 2:
         return target.layout(ctx, parts[1], q)
     if parts[0] == "fleets" and len(parts) == 2:

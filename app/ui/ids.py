@@ -21,6 +21,9 @@ OVERVIEW_TICK = "overview-tick"
 OVERVIEW_STATUS = "overview-status"
 TARGET_CARD = "target-card"  # pattern type, index: "target\nmodel"
 OVERVIEW_FLEETS = "overview-fleets"
+OVERVIEW_PAGE = "overview-page"  # dcc.Store: the page of problem cards shown (?page=N)
+OVERVIEW_PAGER = "overview-pager"
+OVERVIEW_REST = "overview-rest"  # the streams without a card on the page, as links
 FLEET_LINK = "fleet-link"  # pattern type, index: the fleet's name
 
 # -- target page --------------------------------------------------------------------------

@@ -36,6 +36,8 @@ VERMILLION = "#D55E00"
 PURPLE = "#CC79A7"
 GREY = "#999999"
 BLACK = "#000000"
+# The class strip where no window was computed (the style sheet's .mini-band grey).
+EMPTY_STRIP = "#eeeeee"
 # Every colour a class may be filled with: Okabe–Ito, and grey for "no data".
 SWATCHES = (ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE, GREY, BLACK)
 

@@ -1,16 +1,24 @@
-"""Overview: every fleet as a link to its page, then every target and model as a card,
+"""Overview: the fleets as links to their pages, then every target and model as a card,
 worst first; a click on a card opens the target. Cards and fleet links show the error
-budget left of each SLO that covers them."""
+budget left of each SLO that covers them.
+
+A page holds at most ``CARDS_PER_PAGE`` cards (and ``FLEET_LINKS`` fleet links): the
+problem streams first, paged with ``?page=N``, then healthy ones while room is left; the
+healthy and idle streams (and quiet fleets) that do not fit are one list of links. The
+browser mounts each component of an answer on its own, at a cost that grows with the
+square of their number (BENCHMARKS.md, "UI"), so a page of a thousand cards never
+renders; a page of two dozen does."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from dash import Dash, Input, Output, dcc, html
+from dash import Dash, Input, Output, State, dcc, html
 
 from app.diagnose.classes import DiagnosisClass
 from app.diagnose.records import fmt_value
 from app.fleet.slo import Budget
+from app.read import markdown_text as md
 from app.ui import ids, palette
 from app.ui.components import badge, data_attrs, mini_band
 from app.ui.context import PageContext
@@ -20,15 +28,27 @@ from app.ui.fleet_components import budget_text, budget_title
 from app.ui.fleetdata import FleetSummary
 
 RECENT_S = 900.0
+CARDS_PER_PAGE = 24
+FLEET_LINKS = 12
+FINE = (DiagnosisClass.HEALTHY, DiagnosisClass.IDLE)
 
 
-def layout(ctx: PageContext) -> html.Div:
+def page_of(q: dict[str, str]) -> int:
+    """The overview page asked for (``?page=N``, from 1); anything else is page 1."""
+    raw = q.get("page", "1")
+    return max(1, min(int(raw), 1_000_000)) if raw.isdigit() else 1
+
+
+def layout(ctx: PageContext, q: dict[str, str] | None = None) -> html.Div:
     return html.Div(
         [
             html.H2("Overview"),
             html.P(id=ids.OVERVIEW_STATUS, className="muted"),
+            dcc.Store(id=ids.OVERVIEW_PAGE, data=page_of(q or {})),
             html.Div(id=ids.OVERVIEW_FLEETS, className="fleets"),
+            html.Div(id=ids.OVERVIEW_PAGER, className="pager"),
             html.Div(id=ids.OVERVIEW_CARDS, className="cards"),
+            html.Div(id=ids.OVERVIEW_REST, className="overview-rest"),
             dcc.Interval(
                 id=ids.OVERVIEW_TICK,
                 interval=ctx.refresh_ms,
@@ -66,17 +86,22 @@ def _metric(
     over: bool = False,
     verdict: str | None = None,
     above: bool = False,
-) -> html.Div:
-    """One number of a card; ``verdict`` (an SLO judgement) or ``over`` marks it;
-    ``above``: the value alone is above its SLO (a hover says why it is not marked)."""
+) -> list[html.Span]:
+    """One number of a card, as its name and its value (two cells of the card's grid, no
+    wrapper: the browser's cost grows with the components); ``verdict`` (an SLO
+    judgement) or ``over`` marks the value; ``above``: the value alone is above its SLO
+    (a hover says why it is not marked)."""
     mark, title = SLO_MARKS.get(verdict or "", ("over" if over else "", ""))
     if not mark and verdict == "within" and above:
         title = WITHIN_ABOVE
-    return html.Div(
-        [html.Span(name, className="metric-name"), html.Span(value, className="metric-value")],
-        className=f"metric {mark}" if mark else "metric",
-        title=title or None,
-    )
+    return [
+        html.Span(name, className="metric-name"),
+        html.Span(
+            value,
+            className=f"metric-value {mark}" if mark else "metric-value",
+            title=title or None,
+        ),
+    ]
 
 
 def budget_lines(budgets: list[tuple[str, Budget]]) -> list[html.Div]:
@@ -84,7 +109,7 @@ def budget_lines(budgets: list[tuple[str, Budget]]) -> list[html.Div]:
     (``n/a (312 events)`` until its period holds enough events to judge)."""
     return [
         html.Div(
-            [f"error budget ({name}): ", html.Strong(budget_text(b))],
+            f"error budget ({name}): {budget_text(b)}",
             className="card-budget over"
             if b.remaining is not None and b.remaining <= 0
             else "card-budget",
@@ -95,27 +120,13 @@ def budget_lines(budgets: list[tuple[str, Budget]]) -> list[html.Div]:
     ]
 
 
-# Ticks under a card's class strip: (seconds before now, label); the strip spans RECENT_S.
-STRIP_TICKS = ((900.0, "−15 min"), (600.0, "−10"), (300.0, "−5"), (0.0, "now"))
-
-
 def strip_axis() -> html.Div:
-    """The time axis under the class strip: each tick where its time falls on it."""
-    ticks = []
-    for ago, text in STRIP_TICKS:
-        share = 1.0 - ago / RECENT_S
-        shift = "0" if share <= 0 else ("-100%" if share >= 1 else "-50%")
-        ticks.append(
-            html.Span(
-                text,
-                className="mini-band-tick",
-                style={"left": f"{share:.1%}", "transform": f"translateX({shift})"},
-            )
-        )
+    """The time axis under the class strip: its two ends named, the 5-minute ticks
+    between them drawn by the style sheet."""
     return html.Div(
-        ticks,
+        [html.Span(f"−{RECENT_S / 60:g} min"), html.Span("now")],
         className="mini-band-axis",
-        title=f"the last {RECENT_S / 60:g} minutes: one segment per run of a class",
+        title=f"the last {RECENT_S / 60:g} minutes, a tick every 5: one colour per run of a class",
     )
 
 
@@ -173,23 +184,23 @@ def card_view(
         body.append(
             html.Div(
                 [
-                    _metric("TTFT p50", fmt_value(p.ttft_p50, "s", p.ttft_p50_ge)),
-                    _metric(
+                    *_metric("TTFT p50", fmt_value(p.ttft_p50, "s", p.ttft_p50_ge)),
+                    *_metric(
                         "TTFT p99",
                         fmt_value(p.ttft_p99, "s", p.ttft_p99_ge),
                         verdict=d.ttft_slo,
                         above=p.ttft_p99 is not None and p.ttft_p99 > d.slo_ttft_p99,
                     ),
-                    _metric("ITL p50", fmt_value(p.itl_p50, "s", p.itl_p50_ge)),
-                    _metric(
+                    *_metric("ITL p50", fmt_value(p.itl_p50, "s", p.itl_p50_ge)),
+                    *_metric(
                         "ITL p99",
                         fmt_value(p.itl_p99, "s", p.itl_p99_ge),
                         verdict=d.itl_slo,
                         above=p.itl_p99 is not None and p.itl_p99 > d.slo_itl_p99,
                     ),
-                    _metric("running", fmt_value(p.running_avg)),
-                    _metric("waiting", fmt_value(p.waiting_avg)),
-                    _metric(
+                    *_metric("running", fmt_value(p.running_avg)),
+                    *_metric("waiting", fmt_value(p.waiting_avg)),
+                    *_metric(
                         "KV",
                         fmt_value(p.kv_max, "ratio"),
                         over=p.kv_max is not None and p.kv_max >= 0.9,
@@ -218,22 +229,109 @@ def card_view(
     )
 
 
+def link_list(links: list[tuple[str, str]]) -> str:
+    """Links as one Markdown paragraph, ``·`` between them (one component, however many);
+    each label a code span, so nothing in a scraped name is markup."""
+    return " · ".join(f"[{md.code(label)}](<{href}>)" for label, href in links)
+
+
+def rest_view(ctx: PageContext, cards: list[Card]) -> Any:
+    """The streams without a card on this page, as one list of links (healthy ones
+    named first by the count of each class)."""
+    if not cards:
+        return ""
+    counts: dict[str, int] = {}
+    for c in cards:
+        counts[c.cls] = counts.get(c.cls, 0) + 1
+    words = ", ".join(f"{n} {cls.replace('_', ' ')}" for cls, n in sorted(counts.items()))
+    links = [
+        (
+            f"{c.target} ({c.model_name})" if c.model_name else c.target,
+            ctx.target_href(c.target, c.model_name or None),
+        )
+        for c in cards
+    ]
+    return html.Details(
+        [
+            html.Summary(f"{len(cards)} more stream(s) without a card here: {words}"),
+            dcc.Markdown(link_list(links), link_target="_self", className="stream-list"),
+        ],
+        className="overview-rest-list",
+    )
+
+
+def pager_view(ctx: PageContext, page: int, pages: int, shown: str) -> Any:
+    """``problems 61–120 of 300 · ‹ previous · next ›`` when the problems span pages."""
+    if pages <= 1:
+        return ""
+    parts: list[Any] = [html.Span(shown, className="muted")]
+    if page > 1:
+        parts += [" · ", dcc.Link("‹ previous", href=ctx.relative(f"/?page={page - 1}"))]
+    if page < pages:
+        parts += [" · ", dcc.Link("next ›", href=ctx.relative(f"/?page={page + 1}"))]
+    return parts
+
+
+def split_page(cards: list[Card], page: int) -> tuple[list[Card], list[Card], int, str]:
+    """The cards of a page (problems first; healthy ones while room is left), the streams
+    listed without a card, the number of pages and what the page shows."""
+    problems = [c for c in cards if c.cls not in FINE]
+    fine = [c for c in cards if c.cls in FINE]
+    pages = max(1, -(-len(problems) // CARDS_PER_PAGE))
+    page = min(page, pages)
+    lo = (page - 1) * CARDS_PER_PAGE
+    shown = problems[lo : lo + CARDS_PER_PAGE]
+    room = CARDS_PER_PAGE - len(shown) if page == pages else 0
+    rest = fine[room:] if room else fine
+    shown = shown + fine[:room]
+    words = f"problems {lo + 1}–{min(lo + CARDS_PER_PAGE, len(problems))} of {len(problems)}"
+    return shown, rest, pages, words
+
+
+def fleets_view(ctx: PageContext, summaries: list[FleetSummary]) -> Any:
+    """The fleets: flagged ones first as links with their budgets, at most FLEET_LINKS;
+    the others as one list."""
+    if not summaries:
+        return ""
+    order = sorted(summaries, key=lambda f: (not f.flagged, len(f.members) <= 1))
+    shown, rest = order[:FLEET_LINKS], order[FLEET_LINKS:]
+    out: list[Any] = [html.H3("Fleets"), *(fleet_link_view(ctx, f) for f in shown)]
+    if rest:
+        links = [(f.key.name, ctx.fleet_href(f.key.model_name, f.key.name)) for f in rest]
+        out.append(
+            html.Details(
+                [
+                    html.Summary(
+                        f"{len(rest)} more fleet(s), none imbalanced"
+                        if not any(f.flagged for f in rest)
+                        else f"{len(rest)} more fleet(s)"
+                    ),
+                    dcc.Markdown(link_list(links), link_target="_self", className="stream-list"),
+                ],
+                className="overview-rest-list",
+            )
+        )
+    return out
+
+
 def register(app: Dash, ctx: PageContext) -> None:
     @app.callback(
         Output(ids.OVERVIEW_CARDS, "children"),
         Output(ids.OVERVIEW_STATUS, "children"),
         Output(ids.OVERVIEW_FLEETS, "children"),
+        Output(ids.OVERVIEW_PAGER, "children"),
+        Output(ids.OVERVIEW_REST, "children"),
         Input(ids.OVERVIEW_TICK, "n_intervals"),
+        State(ids.OVERVIEW_PAGE, "data"),
     )
-    def refresh(_n: int | None) -> tuple[list[dcc.Link], str, Any]:
+    def refresh(_n: int | None, page: int | None) -> tuple[Any, ...]:
         firing: dict[tuple[str, str], list[str]] = {}
         for a in ctx.alerts.current():
             if a.state == "firing":
                 firing.setdefault((a.target, a.model_name or ""), []).append(a.name)
         cards = ctx.data.cards(firing)
         now = ctx.data.now()
-        fine = (DiagnosisClass.HEALTHY, DiagnosisClass.IDLE)
-        problems = sum(1 for c in cards if c.cls not in fine)
+        problems = sum(1 for c in cards if c.cls not in FINE)
         n_firing = sum(len(c.firing) for c in cards)
         status = (
             f"{len(cards)} stream(s), {problems} not healthy, {n_firing} firing alert(s) · "
@@ -244,10 +342,10 @@ def register(app: Dash, ctx: PageContext) -> None:
         budgets: dict[tuple[str, str], list[tuple[str, Budget]]] = {}
         if fd is not None:
             budgets = fd.budgets()
-            summaries = fd.summaries()
-            if summaries:
-                fleets = [html.H3("Fleets"), *(fleet_link_view(ctx, f) for f in summaries)]
+            fleets = fleets_view(ctx, fd.summaries())
+        shown, rest, pages, words = split_page(cards, page or 1)
         views = [
-            card_view(ctx, c, now=now, budgets=budgets.get((c.target, c.model_name))) for c in cards
+            card_view(ctx, c, now=now, budgets=budgets.get((c.target, c.model_name))) for c in shown
         ]
-        return views, status, fleets
+        pager = pager_view(ctx, min(page or 1, pages), pages, words)
+        return views, status, fleets, pager, rest_view(ctx, rest)
