@@ -12,7 +12,20 @@ import argparse
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from app.cli import config, demo, diagnose, kv, replay, review, rules, scrape_once, serve, sim, ui
+from app.cli import (
+    config,
+    demo,
+    diagnose,
+    kv,
+    replay,
+    review,
+    rules,
+    scrape_once,
+    serve,
+    sim,
+    ui,
+    whatif,
+)
 
 
 class Command(Protocol):
@@ -31,6 +44,7 @@ COMMANDS: tuple[Command, ...] = (
     kv,
     diagnose,
     replay,
+    whatif,
     rules,
     ui,
 )

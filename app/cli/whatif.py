@@ -1,0 +1,275 @@
+"""``phasewatch whatif SOURCE --set KEY=VALUE …``: what a change would do to a server's p99.
+
+SOURCE is a recording folder (the replay format), a live ``/metrics`` URL (watched for
+``--duration``), or nothing with ``--target NAME --start T --end T``: the target's history
+read from the store, or from Prometheus when the config's ``source.kind`` is
+``prometheus``. The twin (``app.twin``; ``docs/whatif.md``) is fitted on the span,
+replays it, then replays it with the changes: the text says the measured, replayed and
+predicted figures with the prediction's interval, what was fitted and where from, and
+what the data could not pin down; ``--json`` prints the same as one object.
+
+Exit status: 0 with a prediction; 1 when the span cannot give a twin (no finished
+request, no inter-token gap, too short); 2 on bad input (an unknown key, a bad value, a
+source that cannot be read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from app.cli.config import load_config
+from app.cli.diagnose import add_diagnosis_options, config_from, fail
+from app.config import ConfigError, Settings
+from app.diagnose.server import ServerSettings, resolve
+from app.model import Quantile
+from app.read.whatif import TILE_S, from_prometheus, from_scrapes, from_store
+from app.sources.recording import read_scrapes
+from app.sources.watch import observe
+from app.twin.fit import FitError, Span, Twin, fit
+from app.twin.whatif import CHANGES, SEEDS, ChangeError, WhatIf, knobs_for, parse_change, predict
+
+
+def register(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "whatif",
+        help="predict what changing a setting or the traffic does to a server's p50/p99",
+        description=(
+            "Fit a twin of one server from its own metrics (workload, step time, engine "
+            "settings), replay the span it was fitted on, then predict the span with the "
+            "changes. KEYs for --set: " + "; ".join(f"{k}: {v[1]}" for k, v in CHANGES.items())
+        ),
+    )
+    p.add_argument(
+        "source",
+        nargs="?",
+        metavar="SOURCE",
+        help="a recording folder or a live /metrics URL (or --target with --start/--end)",
+    )
+    p.add_argument(
+        "--set",
+        dest="changes",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a change to predict (repeatable; none: only the replay of the fitted span)",
+    )
+    p.add_argument("--model", help="the model_name to fit when SOURCE serves several")
+    p.add_argument("--target", help="a configured target: its history from the store or Prometheus")
+    p.add_argument("--start", help="with --target: Unix seconds, RFC 3339, or now-2h")
+    p.add_argument("--end", default="now", help="with --target: as --start (default now)")
+    p.add_argument(
+        "--duration", type=float, default=300.0, help="a URL: seconds to watch (default 300)"
+    )
+    p.add_argument("--interval", type=float, default=5.0, help="a URL: seconds between scrapes")
+    p.add_argument("--tile", type=float, default=TILE_S, help="arrival timeline step, s (30)")
+    p.add_argument("--seeds", type=int, default=SEEDS, help="runs per setting (default 5)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_diagnosis_options(p)
+    p.set_defaults(func=run)
+
+
+def _progress(args: argparse.Namespace, text: str) -> None:
+    if not args.quiet and not args.json:
+        print(text, file=sys.stderr, flush=True)
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    settings: Settings = load_config(args.config)
+    return settings
+
+
+def _server_for(settings: Settings, target: str | None, flags: ServerSettings) -> ServerSettings:
+    base = ServerSettings()
+    for t in settings.targets:
+        if t.name == target and t.server is not None:
+            base = ServerSettings(**t.server.model_dump())
+    return base.merged(flags)
+
+
+def _span(args: argparse.Namespace, settings: Settings, flags: ServerSettings) -> Span:
+    if args.target and args.source:
+        raise ValueError("give SOURCE or --target with --start/--end, not both")
+    if args.target:
+        from app.read.review.run import parse_time
+
+        if not args.start:
+            raise ValueError("--target needs --start (and --end, default now)")
+        now = time.time()
+        start, end = parse_time(args.start, now), parse_time(args.end, now)
+        if not end > start:
+            raise ValueError("--end must be after --start")
+        server = _server_for(settings, args.target, flags)
+        if settings.source.kind == "prometheus":
+            from app.sources.prometheus import PrometheusSource
+
+            source = PrometheusSource(settings.source)
+
+            async def read() -> Span:
+                try:
+                    return await from_prometheus(
+                        source,
+                        args.target,
+                        start=start,
+                        end=end,
+                        model=args.model,
+                        server=server,
+                        tile=args.tile,
+                    )
+                finally:
+                    await source.aclose()
+
+            return asyncio.run(read())
+        from app.store.sqlite import Store
+
+        path = Path(settings.storage.path)
+        if not path.exists():
+            raise ValueError(f"no store at {path} (storage.path)")
+        store = Store(path)
+        try:
+            return from_store(
+                store,
+                args.target,
+                start=start,
+                end=end,
+                model=args.model,
+                server=server,
+                tile=args.tile,
+            )
+        finally:
+            store.close()
+    if not args.source:
+        raise ValueError("give SOURCE (a recording folder or a /metrics URL) or --target")
+    if args.source.startswith(("http://", "https://")):
+        _progress(args, f"watching {args.source} for {args.duration:g} s …")
+        scrapes = asyncio.run(observe(args.source, duration=args.duration, interval=args.interval))
+    else:
+        folder = Path(args.source)
+        if not folder.is_dir():
+            raise ValueError(f"{folder} is not a recording folder")
+        scrapes = read_scrapes(folder)
+    server = _server_for(settings, scrapes.target, flags)
+    return from_scrapes(scrapes, model=args.model, server=server, tile=args.tile)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        changes: dict[str, float | int] = dict(parse_change(c) for c in args.changes)
+        config = config_from(args)
+        settings = _settings(args)
+        if args.seeds < 1 or args.seeds > 20:
+            raise ValueError("--seeds must be 1 to 20")
+        if not args.tile > 0:
+            raise ValueError("--tile must be positive")
+    except (ChangeError, ConfigError, OSError, ValueError) as exc:
+        return fail(exc)
+    try:
+        span = _span(args, settings, config.server)
+    except FitError as exc:
+        return _cannot(args, exc)
+    except (ConfigError, OSError, ValueError, RuntimeError) as exc:
+        return fail(exc)
+    try:
+        twin = fit(span)
+    except FitError as exc:
+        return _cannot(args, exc)
+    view = resolve(span.server, span.info)
+    weight_gb = None if config.hardware is None else config.hardware.weight_bytes / 1e9
+    gmu = view.gpu_memory_utilization.value
+    try:
+        knobs, notes = knobs_for(twin, changes, view.memory_gb, gmu, weight_gb)
+    except ChangeError as exc:
+        return fail(exc)
+    _progress(args, f"fitted on {twin.duration:.0f} s; replaying and predicting …")
+    result = predict(twin, span.whole, changes, knobs, notes=notes, seeds=args.seeds)
+    if args.json:
+        out = {"target": span.whole.target, "model_name": span.whole.model_name, **result.to_dict()}
+        print(json.dumps(out, indent=2))
+    else:
+        print(render(result, span))
+    return 0
+
+
+def _cannot(args: argparse.Namespace, exc: Exception) -> int:
+    if args.json:
+        print(json.dumps({"error": str(exc)}, indent=2))
+    else:
+        print(f"phasewatch: cannot fit a twin: {exc}", file=sys.stderr)
+    return 1
+
+
+def _q(q: Quantile | float | None, unit: str) -> str:
+    if isinstance(q, Quantile):
+        if q.value is None:
+            return "n/a"
+        return ("≥" if q.ge_top_bucket else "") + _q(q.value, unit)
+    if q is None:
+        return "n/a"
+    if unit == "s":
+        return f"{q * 1000:.0f} ms" if q < 1 else f"{q:.2f} s"
+    if unit == "%":
+        return f"{q:.0%}"
+    return f"{q:.3g}"
+
+
+ROWS = (
+    ("TTFT p50", "ttft_p50", "s"),
+    ("TTFT p99", "ttft_p99", "s"),
+    ("ITL p50", "itl_p50", "s"),
+    ("ITL p99", "itl_p99", "s"),
+    ("waiting (avg)", "waiting_avg", ""),
+    ("KV usage (max)", "kv_usage_max", "%"),
+    ("preemptions/s", "preemptions_per_s", ""),
+)
+
+
+def render(w: WhatIf, span: Span) -> str:
+    """The text report: the figures side by side, the fit in a few lines, the warnings."""
+    t = w.twin
+    what = ", ".join(f"{k}={v}" for k, v in w.changes.items()) or "nothing (the replay only)"
+    lines = [
+        f"what if {what} — {span.whole.target} / {span.whole.model_name or '(no model)'}, "
+        f"fitted on {t.duration:.0f} s",
+        "",
+        f"{'':<16}{'measured':>12}{'replayed':>12}{'predicted':>12}   interval",
+    ]
+    for label, name, unit in ROWS:
+        iv = w.interval.get(name)
+        band = "" if iv is None else f"{_q(iv[0], unit)} – {_q(iv[1], unit)}"
+        lines.append(
+            f"{label:<16}{_q(getattr(w.baseline, name), unit):>12}"
+            f"{_q(getattr(w.replay, name), unit):>12}{_q(getattr(w.predicted, name), unit):>12}"
+            f"   {band}"
+        )
+    lines += ["", *fit_lines(t, w)]
+    warnings = [*t.warnings, *w.notes]
+    if warnings:
+        lines += ["", "warnings:", *(f"  - {x}" for x in warnings)]
+    return "\n".join(lines)
+
+
+def fit_lines(t: Twin, w: WhatIf) -> list[str]:
+    s = t.step
+    e = t.engine
+    err = w.replay_error
+    return [
+        f"workload: {t.rate_mean:.3g} req/s (burstiness {t.burstiness:.2f} over "
+        f"{len(t.rates)} windows), prompts mean {t.prompt.mean:,.0f} tokens "
+        f"(σ {t.prompt.sigma:g}), "
+        f"answers mean {t.output.mean:,.0f} (σ {t.output.sigma:g}), prefix-cache hits "
+        f"{t.prefix_hit_rate:.0%}",
+        f"engine: max_num_seqs {e.max_num_seqs}, max_num_batched_tokens "
+        f"{e.max_num_batched_tokens:,}, KV pool {e.num_gpu_blocks:,} blocks of {e.block_size}"
+        + ("" if e.max_num_queued_reqs is None else f", queue cap {e.max_num_queued_reqs}"),
+        f"step time: max({s.per_token * 1e6:.3g} µs × new tokens, {s.base * 1000:.3g} ms + "
+        f"{s.per_context * 1e9:.3g} ns × cached tokens) + {s.per_seq * 1e6:.3g} µs × sequences "
+        f"(fit error {t.step_residual:.0%}; calibrated ×{w.step_scale:.2f} on the replay)",
+        "replay error: "
+        + ("n/a" if err is None else f"{err:.0%}")
+        + " (median of TTFT and ITL p50/p99, replay against measured)",
+    ]

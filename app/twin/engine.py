@@ -1,0 +1,202 @@
+"""The twin run through the simulator's engine: vLLM's scheduling, the fitted step time.
+
+The engine (``app.sim.engine.Replica``: continuous batching, the token budget and chunked
+prefill, KV blocks, prefix caching, preemption and recompute) is driven by the twin's
+workload — its arrival timeline (scaled), one request class with the fitted lengths, a
+shared prefix for the prefix-cache hits — and steps priced by the fitted
+:class:`~app.twin.steptime.StepModel` instead of the simulator's roofline. TTFT and ITL
+are observed into histograms with the *measured page's* bucket bounds, so the twin's
+p50/p99 carry the same bucket interpolation as the numbers they are compared with
+(Prometheus' ``histogram_quantile``).
+
+A run starts with a warm-up at the first tile's rate (the recorded span did not start
+empty), then its observations are cleared and the span is replayed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from app.model import Quantile
+from app.sim.config import EngineConfig, SimConfig, Slo
+from app.sim.device import get_device
+from app.sim.engine import Replica
+from app.sim.metrics import Hist
+from app.sim.model import Physics, PhysicsParams, get_model
+from app.sim.scenario import Phase, Scenario
+from app.sim.workload import LengthDist, RequestClass, Workload
+from app.twin.fit import Engine, Twin
+from app.twin.lengths import LengthFit
+from app.twin.steptime import StepModel
+from app.windows.quantile import histogram_quantiles
+
+SAMPLE_S = 5.0
+WARMUP_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Knobs:
+    """What a run changes from the fitted twin (1 / None: as fitted)."""
+
+    rate_scale: float = 1.0
+    prompt_scale: float = 1.0
+    output_scale: float = 1.0
+    prefix_cache_hit_rate: float | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    num_gpu_blocks: int | None = None
+    step_scale: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """One run's figures, as the service would compute them over the span."""
+
+    ttft_p50: Quantile
+    ttft_p99: Quantile
+    itl_p50: Quantile
+    itl_p99: Quantile
+    itl_mean: float | None
+    waiting_avg: float
+    kv_usage_max: float
+    preemptions_per_s: float
+    finished: int
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class _TimelineWorkload(Workload):
+    """A workload whose rate follows the twin's arrival timeline."""
+
+    starts: tuple[float, ...] = ()
+    values: tuple[float, ...] = ()
+    offset: float = 0.0
+
+    def rate_segment(self, t: float) -> tuple[float, float]:
+        local = t - self.offset
+        if local < 0:
+            return self.values[0] * self.rate_multiplier, self.offset
+        i = 0
+        lo, hi = 0, len(self.starts)
+        while lo < hi:  # the last tile starting at or before ``local``
+            mid = (lo + hi) // 2
+            if self.starts[mid] <= local:
+                i = mid
+                lo = mid + 1
+            else:
+                hi = mid
+        edge = self.starts[i + 1] + self.offset if i + 1 < len(self.starts) else math.inf
+        return self.values[i] * self.rate_multiplier, edge
+
+
+@dataclass(frozen=True, slots=True)
+class _TwinConfig(SimConfig):
+    step: StepModel = StepModel(0.01, 0.0, 0.0, 0.0)
+
+    def build_physics(self) -> Physics:
+        return self.step  # type: ignore[return-value]  # the engine only steps with it
+
+
+def _lengths(fit: LengthFit, scale: float) -> LengthDist:
+    return LengthDist(max(1.0, fit.median * scale), fit.sigma)
+
+
+def config(twin: Twin, knobs: Knobs) -> tuple[_TwinConfig, Engine]:
+    """The simulator's config of a twin with ``knobs`` applied."""
+    e = twin.engine
+    engine = Engine(
+        knobs.max_num_seqs or e.max_num_seqs,
+        knobs.max_num_batched_tokens or e.max_num_batched_tokens,
+        e.max_model_len,
+        knobs.num_gpu_blocks or e.num_gpu_blocks,
+        e.block_size,
+        e.enable_prefix_caching,
+        e.max_num_queued_reqs,
+    )
+    hit = (
+        twin.prefix_hit_rate if knobs.prefix_cache_hit_rate is None else knobs.prefix_cache_hit_rate
+    )
+    prompt_mean = twin.prompt.mean * knobs.prompt_scale
+    shared = int(round(hit * prompt_mean)) if engine.enable_prefix_caching else 0
+    prompt = _lengths(twin.prompt, knobs.prompt_scale * max(1.0 - (shared / prompt_mean), 0.01))
+    klass = RequestClass(
+        "fitted", 1.0, prompt, _lengths(twin.output, knobs.output_scale), engine.max_model_len
+    )
+    starts = tuple(t for t, _ in twin.rates) or (0.0,)
+    values = tuple(r for _, r in twin.rates) or (0.0,)
+    workload = _TimelineWorkload(
+        rate=1.0,
+        classes=(klass,),
+        rate_multiplier=knobs.rate_scale,
+        shared_prefix_tokens=shared,
+        prefix_share=1.0 if shared else 0.0,
+        starts=starts,
+        values=values,
+        offset=WARMUP_S,
+    )
+    sim_engine = EngineConfig(
+        max_num_seqs=engine.max_num_seqs,
+        max_num_batched_tokens=engine.max_num_batched_tokens,
+        block_size=engine.block_size,
+        max_model_len=engine.max_model_len,
+        enable_prefix_caching=engine.enable_prefix_caching,
+        num_gpu_blocks_override=engine.num_gpu_blocks,
+        max_num_queued_reqs=engine.max_num_queued_reqs,
+    )
+    cfg = _TwinConfig(
+        device=get_device("l40s"),  # unused: the fitted step model prices every step
+        model=get_model("llama-3.1-8b"),
+        physics=PhysicsParams(),
+        engine=sim_engine,
+        workload=workload,
+        slo=Slo(),
+        num_gpu_blocks=engine.num_gpu_blocks,
+        step=twin.step.scaled(knobs.step_scale),
+    )
+    return cfg, engine
+
+
+def run(
+    twin: Twin,
+    knobs: Knobs,
+    *,
+    seed: int,
+    ttft_bounds: tuple[float, ...],
+    itl_bounds: tuple[float, ...],
+) -> Outcome:
+    """Replay the twin's span once with ``knobs`` (module docstring)."""
+    cfg, engine = config(twin, knobs)
+    scenario = Scenario(
+        "twin", "", None, WARMUP_S + twin.duration, None, (Phase(0.0, "twin", cfg, None),)
+    )
+    replica = Replica(scenario, seed=seed)
+    replica.advance_to(WARMUP_S)
+    m = replica.metrics
+    m.ttft = Hist(ttft_bounds)
+    m.itl = Hist(itl_bounds)
+    pre0 = m.preemptions
+    done0 = sum(m.success.values())
+    waiting: list[float] = []
+    kv_max = 0.0
+    t = WARMUP_S
+    end = WARMUP_S + twin.duration
+    while t < end:
+        t = min(t + SAMPLE_S, end)
+        replica.advance_to(t)
+        waiting.append(float(replica.num_waiting))
+        kv_max = max(kv_max, replica.kv_usage)
+    tq = histogram_quantiles((0.5, 0.99), m.ttft.bounds, m.ttft.cumulative())
+    iq = histogram_quantiles((0.5, 0.99), m.itl.bounds, m.itl.cumulative())
+    del engine
+    return Outcome(
+        tq[0],
+        tq[1],
+        iq[0],
+        iq[1],
+        m.itl.sum / m.itl.count if m.itl.count else None,
+        sum(waiting) / len(waiting) if waiting else 0.0,
+        kv_max,
+        (m.preemptions - pre0) / twin.duration,
+        int(sum(m.success.values()) - done0),
+    )

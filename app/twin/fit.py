@@ -1,0 +1,440 @@
+"""Windows of one stream → its twin: workload, step time and engine settings (pure).
+
+The input is a :class:`Span`: the stream's windows tiling the span (``tiles``, 30 s
+each by default) and one window over all of it (``whole``), with the page's
+``cache_config_info`` and the configured server settings. Every fitted number says
+where it came from (``Twin.sources``); what the data could not pin down is a warning
+naming the prior that filled it.
+
+Workload (``docs/whatif.md``):
+
+* **arrivals**: the arrival rate of each tile (completions + rejections + the change of
+  running and waiting, ``Derived.arrival_rate``) — a timeline the twin replays, so the
+  burstiness seen at the tile's scale is kept; Poisson within a tile;
+* **lengths**: prompt and output tokens from ``request_prompt_tokens`` and
+  ``request_generation_tokens`` (:mod:`app.twin.lengths`);
+* **prefix cache**: the hit rate (``prefix_cache_hits / queries``) becomes a shared
+  prefix of that share of the mean prompt, which the engine's prefix cache serves.
+
+Engine: ``max_num_seqs``, ``max_num_batched_tokens``, ``max_model_len``,
+``num_gpu_blocks``, ``block_size``, prefix caching — the page's ``cache_config_info``
+first, then the configured ``server:`` settings, then vLLM's defaults with a warning
+(``app.diagnose.server.resolve``). A KV pool that nothing states is estimated from the
+KV usage and the sequences running, with a warning.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from statistics import NormalDist
+from typing import Any
+
+from app.diagnose.server import ServerSettings, resolve
+from app.model import Window
+from app.twin.lengths import LengthFit, fit_lengths
+from app.twin.steptime import Observation, StepFit, StepModel, fit_step
+
+DEFAULT_MAX_MODEL_LEN = 32768
+# Sequences running on average from which an engine is taken as never idle in a window
+# (with requests waiting it never is).
+BUSY_RUNNING = 4.0
+# Points of a prompt-length distribution a chunk step's roofline is averaged over.
+SPREAD_POINTS = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """What the twin is fitted on: one stream's windows over ``(start, end]``."""
+
+    tiles: Sequence[Window]
+    whole: Window
+    info: Mapping[str, str] = field(default_factory=dict)
+    server: ServerSettings = field(default_factory=ServerSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class Engine:
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    num_gpu_blocks: int
+    block_size: int
+    enable_prefix_caching: bool
+    # The queue's cap (``--max-num-queued-reqs``, vLLM 0.33+): the most requests seen
+    # waiting, when the page counted admission rejections; None: no cap seen.
+    max_num_queued_reqs: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_num_queued_reqs": self.max_num_queued_reqs,
+            "max_num_seqs": self.max_num_seqs,
+            "max_num_batched_tokens": self.max_num_batched_tokens,
+            "max_model_len": self.max_model_len,
+            "num_gpu_blocks": self.num_gpu_blocks,
+            "block_size": self.block_size,
+            "enable_prefix_caching": self.enable_prefix_caching,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Twin:
+    """A fitted server. ``rates``: (tile start, requests/s) from the span's start;
+    ``duration``: the span's seconds; ``sources``: where each number came from."""
+
+    start: float
+    duration: float
+    rates: tuple[tuple[float, float], ...]
+    prompt: LengthFit
+    output: LengthFit
+    prefix_hit_rate: float
+    engine: Engine
+    step: StepModel
+    step_residual: float
+    sources: dict[str, str]
+    warnings: tuple[str, ...]
+
+    @property
+    def rate_mean(self) -> float:
+        if not self.rates:
+            return 0.0
+        edges = [t for t, _ in self.rates[1:]] + [self.duration]
+        total = 0.0
+        for (t, r), e in zip(self.rates, edges, strict=True):
+            total += r * (e - t)
+        return total / self.duration if self.duration > 0 else 0.0
+
+    @property
+    def burstiness(self) -> float:
+        """The coefficient of variation of the tiles' arrival rates."""
+        rs = [r for _, r in self.rates]
+        if len(rs) < 2:
+            return 0.0
+        m = sum(rs) / len(rs)
+        if m <= 0:
+            return 0.0
+        return math.sqrt(sum((r - m) ** 2 for r in rs) / len(rs)) / m
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "span": {"start": self.start, "duration_s": self.duration},
+            "workload": {
+                "arrival_rate": round(self.rate_mean, 4),
+                "burstiness": round(self.burstiness, 3),
+                "rate_timeline": [[round(t, 1), round(r, 4)] for t, r in self.rates],
+                "prompt_tokens": self.prompt.to_dict(),
+                "output_tokens": self.output.to_dict(),
+                "prefix_cache_hit_rate": round(self.prefix_hit_rate, 4),
+            },
+            "engine": self.engine.to_dict(),
+            "step_time": {**self.step.to_dict(), "residual": round(self.step_residual, 4)},
+            "sources": dict(self.sources),
+        }
+
+
+class FitError(ValueError):
+    """The span cannot give a twin (no finished request, no token gap): says why."""
+
+
+def _hist(w: Window, signal: str) -> Any:
+    return w.histograms.get(signal)
+
+
+def _arrivals(tiles: Sequence[Window], start: float) -> tuple[tuple[float, float], ...]:
+    """Each tile's arrival rate, shrunk toward the span's mean by the share of their
+    spread that Poisson counting alone explains (empirical Bayes): a tile's count of a
+    constant-rate stream scatters by √n, and the twin draws its arrivals by Poisson
+    again, so the raw rates would count that scatter twice. What is left is the
+    burstiness the server saw beyond Poisson."""
+    raw: list[tuple[float, float, float]] = []
+    last = None
+    for t in tiles:
+        r = t.derived.arrival_rate
+        if r is None:
+            r = t.derived.completion_rate
+        if r is None:
+            r = last if last is not None else 0.0
+        last = r
+        raw.append((t.start - start, max(0.0, r), max(t.end - t.start, 1e-9)))
+    if len(raw) < 2:
+        return tuple((t0, r) for t0, r, _ in raw)
+    mean = sum(r for _, r, _ in raw) / len(raw)
+    var = sum((r - mean) ** 2 for _, r, _ in raw) / (len(raw) - 1)
+    poisson = sum(mean / d for _, _, d in raw) / len(raw)  # a rate's variance from counting
+    keep = 0.0 if var <= 0 else max(0.0, 1.0 - poisson / var)
+    return tuple((t0, max(0.0, mean + keep * (r - mean))) for t0, r, _ in raw)
+
+
+def _engine(
+    span: Span, prompt: LengthFit, output: LengthFit, warnings: list[str], sources: dict[str, str]
+) -> Engine:
+    view = resolve(span.server, span.info)
+    values: dict[str, Any] = {}
+    for s in (
+        view.max_num_seqs,
+        view.max_num_batched_tokens,
+        view.block_size,
+        view.enable_prefix_caching,
+    ):
+        values[s.name] = s.value
+        sources[s.name] = s.origin()
+        if s.assumed:
+            warnings.append(
+                f"{s.name} not known: taken as {s.shown()} ({s.origin()}; give --server {s.name}=…)"
+            )
+    mml = view.max_model_len
+    if mml.known:
+        values["max_model_len"] = int(mml.value)
+        sources["max_model_len"] = mml.origin()
+    else:
+        values["max_model_len"] = DEFAULT_MAX_MODEL_LEN
+        sources["max_model_len"] = f"assumed {DEFAULT_MAX_MODEL_LEN:,} (lengths clipped to it)"
+        warnings.append(
+            f"max_model_len not known: taken as {DEFAULT_MAX_MODEL_LEN:,} (give --server "
+            "max_model_len=…)"
+        )
+    blocks = view.num_gpu_blocks.value
+    if view.num_gpu_blocks.known:
+        sources["num_gpu_blocks"] = view.num_gpu_blocks.origin()
+    else:
+        blocks = _pool_estimate(span, prompt, output, int(values["block_size"]))
+        sources["num_gpu_blocks"] = "estimated: running × mean context ÷ KV usage"
+        warnings.append(
+            f"num_gpu_blocks not on the page nor configured: estimated {blocks:,} from the KV "
+            "usage and the sequences running (give --server num_gpu_blocks=…)"
+        )
+    cap = None
+    if span.whole.increases.get("admission_rejections", 0.0) > 0:
+        waiting = span.whole.gauges.get("waiting")
+        if waiting is not None and waiting.max is not None:
+            cap = int(round(waiting.max))
+            sources["max_num_queued_reqs"] = "the most requests waiting while some were rejected"
+    return Engine(
+        int(values["max_num_seqs"]),
+        int(values["max_num_batched_tokens"]),
+        int(values["max_model_len"]),
+        int(blocks),
+        int(values["block_size"]),
+        bool(values["enable_prefix_caching"]),
+        cap,
+    )
+
+
+def _pool_estimate(span: Span, prompt: LengthFit, output: LengthFit, block: int) -> int:
+    best = None
+    for t in span.tiles:
+        kv = t.derived.kv_usage_avg
+        run = t.derived.running_avg
+        if kv and run and kv > 0.05:
+            tokens = run * (prompt.mean + output.mean / 2)
+            est = tokens / kv
+            best = est if best is None else max(best, est)
+    if best is None:
+        return 1_000_000 // block  # nothing to go on: a pool that never fills
+    return max(1, math.ceil(best / block))
+
+
+def _context(t: Window, engine: Engine, prompt: LengthFit, output: LengthFit) -> float:
+    kv = t.derived.kv_usage_avg
+    if kv is not None:
+        return kv * engine.num_gpu_blocks * engine.block_size
+    run = t.derived.running_avg or 0.0
+    return run * (prompt.mean + output.mean / 2)
+
+
+def spread(sigma: float, points: int = SPREAD_POINTS) -> tuple[float, ...]:
+    """Equally likely lengths of a lognormal of spread ``sigma``, as multipliers of its
+    mean (their mean is about 1)."""
+    if sigma <= 0:
+        return (1.0,)
+    nd = NormalDist()
+    us = [
+        math.exp(sigma * nd.inv_cdf((j + 0.5) / points) - sigma * sigma / 2) for j in range(points)
+    ]
+    total = sum(us) / points
+    return tuple(u / total for u in us)
+
+
+def observations(
+    span: Span, engine: Engine, prompt: LengthFit, output: LengthFit
+) -> list[Observation]:
+    """The step-time equations of the span's tiles (:mod:`app.twin.steptime`)."""
+    out: list[Observation] = []
+    lengths = spread(prompt.sigma)
+    budget = float(engine.max_num_batched_tokens)
+    for t in span.tiles:
+        run = t.derived.running_avg
+        ctx = _context(t, engine, prompt, output)
+        gaps = t.observations.get("itl", 0.0)
+        itl = t.means.get("itl")
+        p = t.derived.uncached_prompt_tokens_mean or t.derived.prompt_tokens_mean
+        if not run or run <= 0:
+            continue
+        others = max(run - 1.0, 0.0)
+        share, chunk, shared = _chunks(t, p, engine)
+        chunks = {
+            "prompt": chunk,
+            "others": others,
+            "chunk_share": share,
+            "budget": math.inf if shared else budget,
+            "spread": (1.0,) if shared else lengths,
+        }
+        if itl and gaps >= 10:
+            out.append(Observation("decode", itl, _trust(t, gaps), run, ctx, **chunks))  # type: ignore[arg-type]
+        steps = t.observations.get("step_tokens", 0.0)
+        waiting = t.derived.waiting_avg or 0.0
+        if steps >= 10 and (run >= BUSY_RUNNING or waiting >= 1.0) and t.covered > 0:
+            weight = math.sqrt(min(steps, 1e4))
+            out.append(Observation("busy", t.covered / steps, weight, run, ctx, **chunks))  # type: ignore[arg-type]
+        pre = t.means.get("prefill_time")
+        n_pre = t.observations.get("prefill_time", 0.0)
+        if pre and n_pre >= 3 and p:
+            n_chunks = max(1.0, math.ceil(p / budget))
+            # When prompts shared steps in this window, each step carried more than one
+            # prompt's chunk: the others' prompt tokens are beside its own.
+            extra = max(chunk - p / n_chunks, 0.0) if shared else 0.0
+            out.append(
+                Observation(
+                    "prefill",
+                    pre,
+                    math.sqrt(min(n_pre * n_chunks, 1e4)),
+                    run,
+                    ctx,
+                    prompt=p,
+                    others=others + extra,
+                    budget=budget,
+                    spread=lengths,
+                )
+            )
+    return out
+
+
+def _trust(t: Window, gaps: float) -> float:
+    """A decode window's weight: the root of the steps it saw (each step one draw of the
+    step time; the gaps are as many per step as sequences decoding)."""
+    steps = t.observations.get("step_tokens", 0.0)
+    return math.sqrt(min(steps if steps > 0 else gaps, 1e4))
+
+
+def _chunks(t: Window, p: float | None, engine: Engine) -> tuple[float, float, bool]:
+    """The share of a window's steps that carried a prompt chunk, the prompt tokens of
+    such a step, and whether prompts shared steps.
+
+    The prompt tokens computed are the steps' tokens (``iteration_tokens``' sum) less
+    the tokens generated — recomputation after a preemption included, which the first
+    tokens alone would miss (without those counters: first tokens × the mean uncached
+    prompt); a chunk is the mean uncached prompt, at most the token budget. When there
+    were more chunks than steps, several prompts shared a step: every step carried a
+    chunk, of the prompt tokens computed per step.
+    """
+    steps = t.observations.get("step_tokens", 0.0)
+    if not p or steps <= 0:
+        return 0.0, 0.0, False
+    chunk = min(p, float(engine.max_num_batched_tokens))
+    tokens = t.histograms.get("step_tokens")
+    generated = t.increases.get("generation_tokens")
+    if tokens is not None and generated is not None:
+        computed = max(tokens.sum - generated, 0.0)
+    else:
+        computed = t.observations.get("ttft", 0.0) * p
+    share = computed / chunk / steps
+    if share > 1.0:
+        return 1.0, computed / steps, True
+    return share, chunk, False
+
+
+def priors(obs: list[Observation]) -> dict[str, tuple[float, str]]:
+    """Where the data are silent (``reference/physics.md``): decode is bandwidth-bound, so
+    the step is flat in the batch and in the tokens of a decode; K/V reads are taken as
+    free next to the weights; the base is the shortest decode step seen."""
+    decode = [o.y for o in obs if o.kind == "decode"]
+    base = min(decode) if decode else min(o.y for o in obs)
+    return {
+        "base": (base, "the shortest mean decode step seen"),
+        "per_seq": (0.0, "flat in the batch (decode is bandwidth-bound)"),
+        "per_token": (
+            base / 256,
+            "a step of 256 new tokens costs a weight read (a GPU's ridge point at 16 bit)",
+        ),
+        "per_context": (0.0, "K/V reads taken as free next to the weights"),
+        "compute_base": (0.0, "a compute-bound step costs only its tokens"),
+    }
+
+
+def fit(span: Span) -> Twin:
+    """The twin of a span (module docstring); :class:`FitError` when it cannot be."""
+    whole = span.whole
+    warnings: list[str] = []
+    sources: dict[str, str] = {}
+    duration = whole.end - whole.start
+    if duration <= 0 or not span.tiles:
+        raise FitError("the span has no windows to fit on")
+    prompt_h, output_h = _hist(whole, "prompt_len"), _hist(whole, "gen_len")
+    prompt = fit_lengths(prompt_h) if prompt_h is not None else None
+    output = fit_lengths(output_h) if output_h is not None else None
+    if prompt is None or output is None:
+        raise FitError(
+            "no request finished in the span (request_prompt_tokens / "
+            "request_generation_tokens have no observations): nothing to fit the lengths on"
+        )
+    sources["prompt_tokens"] = f"request_prompt_tokens ({prompt.n:,.0f} requests)"
+    sources["output_tokens"] = f"request_generation_tokens ({output.n:,.0f} requests)"
+    rates = _arrivals(span.tiles, whole.start)
+    sources["arrival_rate"] = (
+        f"completions + Δ(running + waiting), per {span.tiles[0].end - span.tiles[0].start:g} s"
+    )
+    hit = whole.derived.prefix_cache_hit_rate
+    if hit is None:
+        hit = 0.0
+        sources["prefix_cache_hit_rate"] = "no prefix-cache counters: taken as 0"
+        warnings.append("no prefix-cache counters on the page: the hit rate is taken as 0")
+    else:
+        sources["prefix_cache_hit_rate"] = "prefix_cache_hits / prefix_cache_queries"
+    engine = _engine(span, prompt, output, warnings, sources)
+    obs = observations(span, engine, prompt, output)
+    if not any(o.kind == "decode" for o in obs):
+        raise FitError(
+            "no window of the span has inter-token gaps with sequences running: nothing to fit "
+            "the step time on"
+        )
+    fitted = fit_step(obs, priors(obs))
+    assert fitted is not None
+    warnings.extend(_step_warnings(fitted, obs))
+    for term, src in fitted.sources.items():
+        sources[f"step.{term}"] = (
+            "inter-token and prefill times against running, tokens per step and KV"
+            if src == "data"
+            else src
+        )
+    return Twin(
+        whole.start,
+        duration,
+        rates,
+        prompt,
+        output,
+        min(max(hit, 0.0), 0.99),
+        engine,
+        fitted.model,
+        fitted.residual,
+        sources,
+        tuple(warnings),
+    )
+
+
+def _step_warnings(fitted: StepFit, obs: list[Observation]) -> list[str]:
+    out = list(fitted.warnings)
+    if fitted.sources["per_seq"] != "data":
+        out.append(
+            "one load level: the data give no batch-size slope; the step is taken as flat in "
+            "the batch (decode is bandwidth-bound) — a change of max_num_seqs or traffic "
+            "that moves the batch far is less certain"
+        )
+    if fitted.sources["per_token"] != "data":
+        out.append(
+            "no prefill time varies enough to price a prompt token: "
+            + fitted.sources["per_token"].removeprefix("prior: ")
+        )
+    if len(obs) < 4:
+        out.append(f"only {len(obs)} window(s) to fit the step time on")
+    return out

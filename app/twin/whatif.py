@@ -1,0 +1,365 @@
+"""What a change does: the twin replays the span it was fitted on, then the span again with
+the change (pure; time and data passed in).
+
+1. **baseline**: the measured figures of the span (its whole window: TTFT and ITL
+   p50/p99 by ``histogram_quantile``, waiting average, KV usage maximum, preemptions/s);
+2. **replay**: the twin with nothing changed, ``seeds`` times. Its step time is first
+   calibrated once so the replay's mean inter-token gap matches the measured one (the
+   fit is of window means; this removes what the line's shape leaves over), and
+   ``replay_error`` is the median relative error of its TTFT and ITL p50/p99 against the
+   baseline — how far to trust the twin on this server;
+3. **predicted**: the twin with the change, ``seeds`` times, plus two runs with the step
+   time moved by the fit's residual error. The value is the median of the seeded runs;
+   the interval spans every run, widened on each side by the replay's own relative error
+   of that figure (at least ``MIN_ERROR``).
+
+``CHANGES`` lists the keys of ``--set``; :func:`parse_change` reads one ``KEY=VALUE``.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.model import Quantile, Window
+from app.twin.engine import Knobs, Outcome, run
+from app.twin.fit import Twin
+
+MIN_ERROR = 0.10
+MAX_CORRECTION = 1.5
+# The figures a prediction multiplies by measured ÷ replayed (NVIDIA Dynamo's planner
+# corrects its predictions so): the inter-token ones, whose bias is the server's step
+# time and carries over to another setting. TTFT only when neither the span nor the
+# prediction has a queue (waiting under QUEUE_FREE on average): then it is a prefill
+# step's on both sides; where a queue is on one side, the tail is the queue's, whose
+# regime the change moves, and a correction fitted on one regime misleads in the other.
+CORRECTED: tuple[str, ...] = ("itl_p50", "itl_p99")
+QUEUE_FREE = 1.0
+SEEDS = 5
+FIGURES = ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99")
+
+# key → (type, what it means); the value checks live in parse_change.
+CHANGES: dict[str, tuple[type, str]] = {
+    "rate_scale": (float, "traffic × k (arrivals at k times the measured rate)"),
+    "replicas": (int, "the load split evenly over N replicas like this one"),
+    "max_num_seqs": (int, "--max-num-seqs"),
+    "max_num_batched_tokens": (int, "--max-num-batched-tokens (the per-step token budget)"),
+    "num_gpu_blocks": (int, "the KV pool in blocks (--num-gpu-blocks-override)"),
+    "gpu_memory_utilization": (float, "--gpu-memory-utilization (converted to a KV pool)"),
+    "prompt_scale": (float, "every prompt k times longer"),
+    "output_scale": (float, "every answer k times longer"),
+    "prefix_cache_hit_rate": (float, "the share of prompt tokens served from the prefix cache"),
+}
+
+
+class ChangeError(ValueError):
+    """A ``--set`` that cannot be applied: one line saying why."""
+
+
+def parse_change(flag: str) -> tuple[str, float | int]:
+    """``KEY=VALUE`` → (key, value); :class:`ChangeError` naming the flag when bad."""
+    key, sep, raw = flag.partition("=")
+    key = key.strip()
+    if not sep:
+        raise ChangeError(f"--set {flag!r}: expected KEY=VALUE")
+    if key not in CHANGES:
+        raise ChangeError(f"--set {flag!r}: unknown key {key!r} (known: {', '.join(CHANGES)})")
+    kind = CHANGES[key][0]
+    try:
+        value = kind(raw.strip())
+    except ValueError:
+        raise ChangeError(
+            f"--set {flag!r}: {raw.strip()!r} is not {'an integer' if kind is int else 'a number'}"
+        ) from None
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ChangeError(f"--set {flag!r}: must be a finite number")
+    if key == "prefix_cache_hit_rate":
+        if not 0 <= value < 1:
+            raise ChangeError(f"--set {flag!r}: a hit rate is in [0, 1)")
+    elif key == "gpu_memory_utilization":
+        if not 0 < value <= 1:
+            raise ChangeError(f"--set {flag!r}: must be in (0, 1]")
+    elif value <= 0:
+        raise ChangeError(f"--set {flag!r}: must be positive")
+    return key, value
+
+
+def knobs_for(
+    twin: Twin,
+    changes: Mapping[str, float | int],
+    memory_gb: float | None = None,
+    gpu_memory_utilization: float | None = None,
+    weight_gb: float | None = None,
+) -> tuple[Knobs, list[str]]:
+    """The engine knobs of a set of changes, and the notes of how each was applied.
+
+    ``gpu_memory_utilization`` becomes a KV pool: the pool grows by the device memory the
+    change frees, ``Δu × memory``, at the pool's own bytes per block (its blocks over its
+    share of memory, ``u × memory − weights``); without the device's memory and the
+    weights' size it cannot be converted (ChangeError). ``num_gpu_blocks`` wins over it.
+    """
+    notes: list[str] = []
+    k: dict[str, Any] = {}
+    rate = float(changes.get("rate_scale", 1.0))
+    if "replicas" in changes:
+        rate /= float(changes["replicas"])
+        notes.append(
+            f"replicas={changes['replicas']}: each gets 1/{changes['replicas']} of the traffic"
+        )
+    k["rate_scale"] = rate
+    for key in ("prompt_scale", "output_scale"):
+        if key in changes:
+            k[key] = float(changes[key])
+    if "prefix_cache_hit_rate" in changes:
+        k["prefix_cache_hit_rate"] = float(changes["prefix_cache_hit_rate"])
+        if not twin.engine.enable_prefix_caching:
+            notes.append(
+                "prefix caching is off on this server: the hit rate assumes it is turned on"
+            )
+    for key in ("max_num_seqs", "max_num_batched_tokens", "num_gpu_blocks"):
+        if key in changes:
+            k[key] = int(changes[key])
+    if "gpu_memory_utilization" in changes and "num_gpu_blocks" not in changes:
+        u_new = float(changes["gpu_memory_utilization"])
+        if memory_gb is None or gpu_memory_utilization is None or weight_gb is None:
+            raise ChangeError(
+                "gpu_memory_utilization needs the device's memory, the current "
+                "gpu_memory_utilization and the weights' size (--server device=… and the "
+                "roofline's --weight-bytes/--params); or give num_gpu_blocks"
+            )
+        pool_gb = gpu_memory_utilization * memory_gb - weight_gb
+        if pool_gb <= 0:
+            raise ChangeError("the weights fill the memory at the current utilisation")
+        per_block = pool_gb / twin.engine.num_gpu_blocks
+        blocks = int((u_new * memory_gb - weight_gb) / per_block)
+        if blocks < 1:
+            raise ChangeError(f"gpu_memory_utilization={u_new}: no room left for the KV cache")
+        k["num_gpu_blocks"] = blocks
+        notes.append(f"gpu_memory_utilization={u_new}: a pool of {blocks:,} blocks")
+    if "num_gpu_blocks" in k:
+        pool = k["num_gpu_blocks"] * twin.engine.block_size
+        if pool < twin.engine.max_model_len and pool < twin.prompt.mean * 4:
+            notes.append(f"a pool of {pool:,} tokens holds only a few requests")
+    return Knobs(**k), notes
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    ttft_p50: Quantile
+    ttft_p99: Quantile
+    itl_p50: Quantile
+    itl_p99: Quantile
+    waiting_avg: float | None
+    kv_usage_max: float | None
+    preemptions_per_s: float | None
+
+    def value(self, name: str) -> float | None:
+        v = getattr(self, name)
+        return v.value if isinstance(v, Quantile) else v
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in (*FIGURES, "waiting_avg", "kv_usage_max", "preemptions_per_s"):
+            v = self.value(name)
+            out[name] = None if v is None or not math.isfinite(v) else float(f"{v:.4g}")
+        ge = [n for n in FIGURES if getattr(self, n).ge_top_bucket]
+        if ge:
+            out["at_least"] = ge  # the rank fell in the +Inf bucket: "≥ value"
+        return out
+
+
+def measured(w: Window) -> Figures:
+    """The baseline: the span's whole window as the service computes it."""
+
+    def q(signal: str, p: str) -> Quantile:
+        return w.quantiles.get(signal, {}).get(p) or Quantile(None)
+
+    pre = w.rates.get("preemptions")
+    return Figures(
+        q("ttft", "p50"),
+        q("ttft", "p99"),
+        q("itl", "p50"),
+        q("itl", "p99"),
+        w.derived.waiting_avg,
+        w.derived.kv_usage_max,
+        pre,
+    )
+
+
+def _median_q(qs: list[Quantile]) -> Quantile:
+    vals = [q.value for q in qs if q.value is not None]
+    if not vals:
+        return Quantile(None)
+    return Quantile(statistics.median(vals), any(q.ge_top_bucket for q in qs))
+
+
+def _figures(outs: list[Outcome]) -> Figures:
+    return Figures(
+        _median_q([o.ttft_p50 for o in outs]),
+        _median_q([o.ttft_p99 for o in outs]),
+        _median_q([o.itl_p50 for o in outs]),
+        _median_q([o.itl_p99 for o in outs]),
+        statistics.median(o.waiting_avg for o in outs),
+        statistics.median(o.kv_usage_max for o in outs),
+        statistics.median(o.preemptions_per_s for o in outs),
+    )
+
+
+def _rel(a: float | None, b: float | None) -> float | None:
+    if a is None or b is None or b <= 0:
+        return None
+    return abs(a - b) / b
+
+
+@dataclass(frozen=True, slots=True)
+class WhatIf:
+    twin: Twin
+    changes: dict[str, float | int]
+    baseline: Figures
+    replay: Figures
+    predicted: Figures
+    interval: dict[str, tuple[float, float] | None]
+    replay_errors: dict[str, float | None]
+    step_scale: float
+    notes: tuple[str, ...]
+    ratio: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def effect(self) -> dict[str, float | None]:
+        """What the change does by the twin's own account: predicted ÷ replayed, per
+        figure (the replay's bias divides out; 1: no change)."""
+        out: dict[str, float | None] = {}
+        for name in FIGURES:
+            p, r = self.predicted.value(name), self.replay.value(name)
+            k = self.ratio.get(name, 1.0)
+            out[name] = None if p is None or r is None or r <= 0 else p / (r * k)
+        return out
+
+    @property
+    def replay_error(self) -> float | None:
+        errs = [e for e in self.replay_errors.values() if e is not None]
+        return statistics.median(errs) if errs else None
+
+    def to_dict(self) -> dict[str, Any]:
+        fit = self.twin.to_dict()
+        fit["replay_error"] = None if self.replay_error is None else round(self.replay_error, 4)
+        fit["replay_errors"] = {
+            k: None if v is None else round(v, 4) for k, v in self.replay_errors.items()
+        }
+        fit["replay"] = self.replay.to_dict()
+        fit["step_time"]["calibration"] = round(self.step_scale, 4)
+        return {
+            "changes": dict(self.changes),
+            "baseline": self.baseline.to_dict(),
+            "predicted": self.predicted.to_dict(),
+            "effect": {k: None if v is None else round(v, 4) for k, v in self.effect.items()},
+            "interval": {
+                k: None if v is None else [float(f"{v[0]:.4g}"), float(f"{v[1]:.4g}")]
+                for k, v in self.interval.items()
+            },
+            "fit": fit,
+            "warnings": [*self.twin.warnings, *self.notes],
+        }
+
+
+def predict(
+    twin: Twin,
+    whole: Window,
+    changes: Mapping[str, float | int],
+    knobs: Knobs,
+    *,
+    notes: list[str] | None = None,
+    seeds: int = SEEDS,
+) -> WhatIf:
+    """Replay, then predict (module docstring)."""
+    ttft_h, itl_h = whole.histograms.get("ttft"), whole.histograms.get("itl")
+    if ttft_h is None or itl_h is None:
+        raise ValueError("the span has no TTFT or ITL histogram")
+    bounds = {"ttft_bounds": tuple(ttft_h.bounds), "itl_bounds": tuple(itl_h.bounds)}
+    base = measured(whole)
+    target_itl = whole.means.get("itl")
+    scale = 1.0
+    first = run(twin, Knobs(), seed=0, **bounds)
+    if target_itl and first.itl_mean:
+        scale = min(max(target_itl / first.itl_mean, 0.5), 2.0)
+    replay_runs = [run(twin, Knobs(step_scale=scale), seed=s, **bounds) for s in range(seeds)]
+    replay = _figures(replay_runs)
+    errors = {n: _rel(replay.value(n), base.value(n)) for n in FIGURES}
+    pk = _with_scale(knobs, scale)
+    # The same seeds as the replay (common random numbers): the same arrivals and lengths
+    # where the change leaves them alone, so the effect is the change's, not the draw's.
+    runs = [run(twin, pk, seed=s, **bounds) for s in range(seeds)]
+    predicted = _figures(runs)
+    corrected = CORRECTED
+    if _queue_free(base) and _queue_free(predicted):
+        corrected = FIGURES  # TTFT is a prefill step's on both sides: its bias carries over
+    ratio = {n: _ratio(base.value(n), replay.value(n)) if n in corrected else 1.0 for n in FIGURES}
+    predicted = _corrected(predicted, ratio)
+    r = max(twin.step_residual, 0.02)
+    spread = runs + [
+        run(twin, _with_scale(knobs, scale * (1 + r)), seed=0, **bounds),
+        run(twin, _with_scale(knobs, scale * max(1 - r, 0.5)), seed=0, **bounds),
+    ]
+    interval: dict[str, tuple[float, float] | None] = {}
+    for name in ("ttft_p99", "itl_p99", "ttft_p50", "itl_p50"):
+        k = ratio[name]
+        vals = [getattr(o, name).value * k for o in spread if getattr(o, name).value is not None]
+        if not vals:
+            interval[name] = None
+            continue
+        e = max(errors.get(name) or 0.0, MIN_ERROR)
+        interval[name] = (min(vals) * (1 - min(e, 0.9)), max(vals) * (1 + e))
+    return WhatIf(
+        twin,
+        dict(changes),
+        base,
+        replay,
+        predicted,
+        interval,
+        errors,
+        scale,
+        tuple(notes or ()),
+        ratio,
+    )
+
+
+def _queue_free(f: Figures) -> bool:
+    return f.waiting_avg is not None and f.waiting_avg < QUEUE_FREE
+
+
+def _ratio(measured_v: float | None, replayed: float | None) -> float:
+    if not measured_v or not replayed or measured_v <= 0 or replayed <= 0:
+        return 1.0
+    return min(max(measured_v / replayed, 1 / MAX_CORRECTION), MAX_CORRECTION)
+
+
+def _corrected(f: Figures, ratio: dict[str, float]) -> Figures:
+    def q(name: str) -> Quantile:
+        v = getattr(f, name)
+        return v if v.value is None else Quantile(v.value * ratio[name], v.ge_top_bucket)
+
+    return Figures(
+        q("ttft_p50"),
+        q("ttft_p99"),
+        q("itl_p50"),
+        q("itl_p99"),
+        f.waiting_avg,
+        f.kv_usage_max,
+        f.preemptions_per_s,
+    )
+
+
+def _with_scale(k: Knobs, scale: float) -> Knobs:
+    return Knobs(
+        k.rate_scale,
+        k.prompt_scale,
+        k.output_scale,
+        k.prefix_cache_hit_rate,
+        k.max_num_seqs,
+        k.max_num_batched_tokens,
+        k.num_gpu_blocks,
+        scale,
+    )

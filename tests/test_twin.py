@@ -1,0 +1,164 @@
+"""The what-if twin: length fits, the step-time fit, and fit → replay → predict on
+simulator recordings (the fit check proper is ``bench/whatif.py``)."""
+
+from __future__ import annotations
+
+import math
+import re
+import random
+from pathlib import Path
+
+import pytest
+
+from app.model import HistogramDelta
+from app.read.whatif import from_scrapes
+from app.sim.record import record
+from app.sources.recording import read_scrapes
+from app.twin.engine import Knobs
+from app.twin.fit import FitError, fit
+from app.twin.lengths import fit_lengths
+from app.twin.steptime import Observation, StepModel, fit_step
+from app.twin.whatif import ChangeError, knobs_for, parse_change, predict
+
+TOKENS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
+
+
+def _hist(values: list[int]) -> HistogramDelta:
+    buckets: dict[int, float] = {}
+    for v in values:
+        i = next((k for k, b in enumerate(TOKENS) if v <= b), len(TOKENS))
+        buckets[i] = buckets.get(i, 0.0) + 1
+    return HistogramDelta(TOKENS, buckets, float(sum(values)), float(len(values)))
+
+
+def test_fixed_lengths_stay_fixed() -> None:
+    fitted = fit_lengths(_hist([128] * 500))
+    assert fitted is not None
+    assert fitted.sigma == 0.0 and fitted.median == pytest.approx(128)
+
+
+def test_a_lognormal_is_found_from_coarse_buckets() -> None:
+    rng = random.Random(3)
+    values = [max(1, round(300 * math.exp(0.6 * rng.gauss(0, 1)))) for _ in range(5000)]
+    fitted = fit_lengths(_hist(values))
+    assert fitted is not None
+    assert fitted.mean == pytest.approx(sum(values) / len(values))
+    assert fitted.sigma == pytest.approx(0.6, abs=0.1)
+    assert fitted.median == pytest.approx(300, rel=0.1)
+
+
+def test_no_requests_no_fit() -> None:
+    assert fit_lengths(HistogramDelta(TOKENS, {}, 0.0, 0.0)) is None
+
+
+PRIORS = {
+    "base": (0.01, "test"),
+    "per_seq": (0.0, "flat"),
+    "per_token": (1e-5, "ridge"),
+    "per_context": (0.0, "free"),
+    "compute_base": (0.0, "none"),
+}
+
+
+def _decode(m: StepModel, run: float, ctx: float, share: float, chunk: float) -> Observation:
+    memory = m.base + m.per_context * ctx
+    y = memory + m.per_seq * run + share * max(0.0, m.per_token * (chunk + run - 1) - memory)
+    return Observation("decode", y, 10.0, run, ctx, prompt=chunk, others=run - 1, chunk_share=share)
+
+
+def test_the_step_roofline_is_recovered_from_varied_windows() -> None:
+    truth = StepModel(0.02, 2e-4, 8e-5, 1.5e-7)
+    rng = random.Random(1)
+    obs = []
+    for _ in range(30):
+        run = rng.uniform(4, 120)
+        ctx = run * rng.uniform(300, 1500)
+        obs.append(_decode(truth, run, ctx, rng.uniform(0.05, 0.6), rng.uniform(600, 2100)))
+    fitted = fit_step(obs, PRIORS)
+    assert fitted is not None
+    m = fitted.model
+    assert m.base == pytest.approx(truth.base, rel=0.05)
+    assert m.per_token == pytest.approx(truth.per_token, rel=0.05)
+    assert m.per_context == pytest.approx(truth.per_context, rel=0.1)
+    assert m.per_seq == pytest.approx(truth.per_seq, rel=0.1)
+    assert m.compute_base == pytest.approx(0.0, abs=1e-3)
+    assert all(fitted.sources[t] == "data" for t in ("base", "per_seq", "per_token", "per_context"))
+
+
+def test_one_load_level_leaves_the_batch_slope_to_its_prior() -> None:
+    truth = StepModel(0.02, 2e-4, 8e-5, 0.0)
+    obs = [_decode(truth, 32.0, 20000.0, 0.3, 1000.0) for _ in range(10)]
+    fitted = fit_step(obs, PRIORS)
+    assert fitted is not None
+    assert fitted.sources["per_seq"].startswith("prior")
+    assert fitted.model.per_seq == 0.0
+
+
+@pytest.fixture(scope="module")
+def healthy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return record("healthy", tmp_path_factory.mktemp("twin") / "healthy", duration=300, seed=4)
+
+
+def test_fit_replay_predict_on_a_simulator_recording(healthy: Path) -> None:
+    span = from_scrapes(read_scrapes(healthy))
+    twin = fit(span)
+    assert twin.rate_mean == pytest.approx(span.whole.derived.completion_rate, rel=0.15)
+    assert twin.engine.num_gpu_blocks > 0 and twin.sources["num_gpu_blocks"] == "cache_config_info"
+    assert any("max_num_seqs not known" in w for w in twin.warnings)
+    changes = {"rate_scale": 2.0}
+    knobs, notes = knobs_for(twin, changes)
+    w = predict(twin, span.whole, changes, knobs, notes=notes, seeds=2)
+    assert w.replay_error is not None and w.replay_error < 0.35
+    out = w.to_dict()
+    assert set(out) == {"changes", "baseline", "predicted", "effect", "interval", "fit", "warnings"}
+    assert out["effect"]["itl_p99"] is not None and out["effect"]["itl_p99"] >= 1.0
+    for name in ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "waiting_avg", "kv_usage_max"):
+        assert out["predicted"][name] is not None, name
+    low, high = out["interval"]["ttft_p99"]
+    assert low <= out["predicted"]["ttft_p99"] <= high
+    # Twice the traffic: more running at once, so more KV in use.
+    assert out["predicted"]["kv_usage_max"] > out["baseline"]["kv_usage_max"]
+    assert out["fit"]["sources"]["arrival_rate"].startswith("completions")
+
+
+def test_fewer_slots_than_the_load_needs_builds_a_queue(healthy: Path) -> None:
+    span = from_scrapes(read_scrapes(healthy))
+    twin = fit(span)
+    knobs, _ = knobs_for(twin, {"max_num_seqs": 4})
+    w = predict(twin, span.whole, {"max_num_seqs": 4}, knobs, seeds=1)
+    assert w.predicted.waiting_avg is not None and w.predicted.waiting_avg > 10
+    base, pred = w.baseline.value("ttft_p99"), w.predicted.value("ttft_p99")
+    assert base is not None and pred is not None and pred > 10 * base
+
+
+def test_an_idle_span_cannot_be_fitted(tmp_path: Path) -> None:
+    rec = record("healthy", tmp_path / "idle", duration=120, overrides={"workload.rate": 0.0})
+    with pytest.raises(FitError, match="no request finished"):
+        fit(from_scrapes(read_scrapes(rec)))
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("rate_scale", "expected KEY=VALUE"),
+        ("rate=2", "unknown key 'rate'"),
+        ("rate_scale=fast", "is not a number"),
+        ("max_num_seqs=2.5", "is not an integer"),
+        ("max_num_seqs=0", "must be positive"),
+        ("prefix_cache_hit_rate=1.5", "in [0, 1)"),
+        ("rate_scale=nan", "finite"),
+    ],
+)
+def test_bad_changes_say_why(flag: str, message: str) -> None:
+    with pytest.raises(ChangeError, match=re.escape(message)):
+        parse_change(flag)
+
+
+def test_gpu_memory_utilization_needs_the_memory_to_convert(healthy: Path) -> None:
+    twin = fit(from_scrapes(read_scrapes(healthy)))
+    with pytest.raises(ChangeError, match="num_gpu_blocks"):
+        knobs_for(twin, {"gpu_memory_utilization": 0.95})
+    knobs, notes = knobs_for(twin, {"gpu_memory_utilization": 0.95}, 48.0, 0.9, 16.0)
+    assert knobs.num_gpu_blocks is not None and knobs.num_gpu_blocks > twin.engine.num_gpu_blocks
+    assert any("blocks" in n for n in notes)
+    assert knobs_for(twin, {"replicas": 4})[0] == Knobs(rate_scale=0.25)
