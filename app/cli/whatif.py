@@ -266,7 +266,9 @@ def fit_lines(t: Twin, w: WhatIf) -> list[str]:
         f"engine: max_num_seqs {e.max_num_seqs}, max_num_batched_tokens "
         f"{e.max_num_batched_tokens:,}, KV pool {e.num_gpu_blocks:,} blocks of {e.block_size}"
         + ("" if e.max_num_queued_reqs is None else f", queue cap {e.max_num_queued_reqs}"),
-        f"step time: max({s.per_token * 1e6:.3g} µs × new tokens, {s.base * 1000:.3g} ms + "
+        "step time: max("
+        + (f"{s.compute_base * 1000:.3g} ms + " if s.compute_base > 0 else "")
+        + f"{s.per_token * 1e6:.3g} µs × new tokens, {s.base * 1000:.3g} ms + "
         f"{s.per_context * 1e9:.3g} ns × cached tokens) + {s.per_seq * 1e6:.3g} µs × sequences "
         f"(fit error {t.step_residual:.0%}; calibrated ×{w.step_scale:.2f} on the replay)",
         "replay error: "
