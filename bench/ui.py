@@ -360,9 +360,7 @@ def bench_fleet(tmp: Path, runs: int, n: int, bound_s: float) -> None:
         one = browse(url, ready, runs, f"target page of {n}", bound_s=bound_s)
         cards = browse(
             f"{server.url}/ui/",
-            OVERVIEW.format(
-                n=n, cards=min(n, CARDS_PER_PAGE), rest=max(0, n - CARDS_PER_PAGE)
-            ),
+            OVERVIEW.format(n=n, cards=min(n, CARDS_PER_PAGE), rest=max(0, n - CARDS_PER_PAGE)),
             runs,
             f"overview of {n}",
             bound_s=bound_s,

@@ -101,7 +101,7 @@ def test_each_command_module_registers_its_own_commands_alone() -> None:
         names += sub.choices
     assert names == [
         "serve", "scrape-once", "demo", "config", "sim", "review", "kv", "diagnose", "replay",
-        "rules", "ui",
+        "whatif", "rules", "ui",
     ]  # fmt: skip
 
 

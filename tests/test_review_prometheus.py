@@ -209,3 +209,24 @@ def test_service_on_a_prometheus_source_stores_and_diagnoses_the_same_history(
             await service.stop()
 
     asyncio.run(go())
+
+
+def test_whatif_fits_a_target_read_from_prometheus(
+    stored: Stored, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``whatif --target`` with ``source: prometheus``: the span read as ``review`` reads
+    it; the incident's spike quadruples traffic, so half the traffic lowers the p99."""
+    cfg = tmp_path / "pw.yaml"
+    cfg.write_text(
+        json.dumps(
+            {"source": {"kind": "prometheus", "url": stored.url, "selector": '{job="vllm"}'}}
+        )
+    )
+    args = ["whatif", "--config", str(cfg), "--target", "vllm-0:8000"]
+    span = ["--start", str(stored.start + 300), "--end", str(stored.start + 600)]
+    assert main([*args, *span, "--set", "rate_scale=0.5", "--json", "--seeds", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["target"] == "vllm-0:8000"
+    assert out["fit"]["engine"]["num_gpu_blocks"] > 0
+    assert out["predicted"]["ttft_p99"] < out["baseline"]["ttft_p99"]
+    assert out["predicted"]["waiting_avg"] < out["baseline"]["waiting_avg"]

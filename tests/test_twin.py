@@ -4,8 +4,8 @@ simulator recordings (the fit check proper is ``bench/whatif.py``)."""
 from __future__ import annotations
 
 import math
-import re
 import random
+import re
 from pathlib import Path
 
 import pytest
