@@ -1,0 +1,63 @@
+"""The what-if twin on recordings of a real vLLM (CPU, a tiny random Llama; how they were
+made: ``tests/data/vllm_real/README.md``): the same open-loop load at --max-num-seqs 4,
+where requests queue, and at 16, where they do not."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.cli import main
+
+DATA = Path(__file__).parent / "data" / "vllm_real"
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("vllm_real")
+    for name in ("maxseqs4", "maxseqs16"):
+        with tarfile.open(DATA / f"{name}.tar.gz") as tar:
+            tar.extractall(root, filter="data")
+    return root
+
+
+def _whatif(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
+    assert main(["whatif", *args, "--json", "--quiet", "--seeds", "2"]) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return out
+
+
+def test_more_sequences_on_a_real_vllm_drain_its_queue(
+    recordings: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _whatif(
+        capsys, str(recordings / "maxseqs4"), "--set", "max_num_seqs=16", "--server",
+        "max_num_seqs=4",
+    )  # fmt: skip
+    fit = out["fit"]
+    assert fit["sources"]["num_gpu_blocks"] == "cache_config_info"  # the real page says it
+    assert fit["sources"]["max_num_seqs"] == "configured"
+    assert fit["replay_error"] is not None and fit["replay_error"] < 0.5
+    base, pred = out["baseline"], out["predicted"]
+    assert base["waiting_avg"] > 1 and pred["waiting_avg"] < 0.5
+    assert pred["ttft_p99"] < base["ttft_p99"] / 5
+    # The real server at 16 (the same load): its queue is gone too.
+    measured_b = _whatif(capsys, str(recordings / "maxseqs16"), "--server", "max_num_seqs=16")
+    assert measured_b["baseline"]["ttft_p99"] < base["ttft_p99"] / 5
+    assert measured_b["baseline"]["waiting_avg"] < 0.5
+
+
+def test_fewer_sequences_on_a_real_vllm_build_a_queue(
+    recordings: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = _whatif(
+        capsys, str(recordings / "maxseqs16"), "--set", "max_num_seqs=4", "--server",
+        "max_num_seqs=16",
+    )  # fmt: skip
+    assert out["predicted"]["waiting_avg"] > out["baseline"]["waiting_avg"]
+    assert out["predicted"]["ttft_p99"] > 5 * out["baseline"]["ttft_p99"]
+    assert out["effect"]["ttft_p99"] > 5
