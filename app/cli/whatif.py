@@ -32,7 +32,17 @@ from app.read.whatif import TILE_S, from_prometheus, from_scrapes, from_store
 from app.sources.recording import read_scrapes
 from app.sources.watch import observe
 from app.twin.fit import FitError, Span, Twin, fit
-from app.twin.whatif import CHANGES, SEEDS, ChangeError, WhatIf, knobs_for, parse_change, predict
+from app.twin.headroom import headroom
+from app.twin.whatif import (
+    CHANGES,
+    SEEDS,
+    ChangeError,
+    WhatIf,
+    calibrate,
+    knobs_for,
+    parse_change,
+    predict_from,
+)
 
 
 def register(sub: Any) -> None:
@@ -69,6 +79,12 @@ def register(sub: Any) -> None:
     p.add_argument("--interval", type=float, default=5.0, help="a URL: seconds between scrapes")
     p.add_argument("--tile", type=float, default=TILE_S, help="arrival timeline step, s (30)")
     p.add_argument("--seeds", type=int, default=SEEDS, help="runs per setting (default 5)")
+    p.add_argument(
+        "--headroom",
+        action="store_true",
+        help="also the largest traffic × k that keeps TTFT p99 and ITL p99 within the SLO "
+        "(--slo-ttft-p99, --slo-itl-p99, the config's slo), and what breaks first",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     add_diagnosis_options(p)
     p.set_defaults(func=run)
@@ -186,12 +202,22 @@ def run(args: argparse.Namespace) -> int:
     except ChangeError as exc:
         return fail(exc)
     _progress(args, f"fitted on {twin.duration:.0f} s; replaying and predicting …")
-    result = predict(twin, span.whole, changes, knobs, notes=notes, seeds=args.seeds)
+    cal = calibrate(twin, span.whole, seeds=args.seeds)
+    result = predict_from(cal, changes, knobs, notes=notes)
+    room = None
+    if args.headroom:
+        _progress(args, "searching the headroom …")
+        slo = config.slo_for(span.whole.target, span.whole.model_name)
+        room = headroom(cal, slo.ttft_p99, slo.itl_p99)
     if args.json:
         out = {"target": span.whole.target, "model_name": span.whole.model_name, **result.to_dict()}
+        if room is not None:
+            out["headroom"] = room.to_dict()
         print(json.dumps(out, indent=2))
     else:
         print(render(result, span))
+        if room is not None:
+            print(f"\nheadroom: {room.text()}")
     return 0
 
 

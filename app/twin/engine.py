@@ -62,6 +62,8 @@ class Outcome:
     kv_usage_max: float
     preemptions_per_s: float
     finished: int
+    queue_time_mean: float | None = None
+    prefill_time_mean: float | None = None
     extra: dict[str, float] = field(default_factory=dict)
 
 
@@ -175,6 +177,8 @@ def run(
     m = replica.metrics
     m.ttft = Hist(ttft_bounds)
     m.itl = Hist(itl_bounds)
+    m.queue = Hist(m.queue.bounds)
+    m.prefill = Hist(m.prefill.bounds)
     pre0 = m.preemptions
     done0 = sum(m.success.values())
     waiting: list[float] = []
@@ -199,4 +203,6 @@ def run(
         kv_max,
         (m.preemptions - pre0) / twin.duration,
         int(sum(m.success.values()) - done0),
+        m.queue.sum / m.queue.count if m.queue.count else None,
+        m.prefill.sum / m.prefill.count if m.prefill.count else None,
     )

@@ -155,6 +155,10 @@ class Figures:
     waiting_avg: float | None
     kv_usage_max: float | None
     preemptions_per_s: float | None
+    # The twin's own (a page's request_queue_time / request_prefill_time means where
+    # measured): what a TTFT is made of.
+    queue_time_mean: float | None = None
+    prefill_time_mean: float | None = None
 
     def value(self, name: str) -> float | None:
         v = getattr(self, name)
@@ -186,6 +190,8 @@ def measured(w: Window) -> Figures:
         w.derived.waiting_avg,
         w.derived.kv_usage_max,
         pre,
+        w.means.get("queue_time"),
+        w.means.get("prefill_time"),
     )
 
 
@@ -205,7 +211,14 @@ def _figures(outs: list[Outcome]) -> Figures:
         statistics.median(o.waiting_avg for o in outs),
         statistics.median(o.kv_usage_max for o in outs),
         statistics.median(o.preemptions_per_s for o in outs),
+        _median([o.queue_time_mean for o in outs]),
+        _median([o.prefill_time_mean for o in outs]),
     )
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
 
 
 def _rel(a: float | None, b: float | None) -> float | None:
@@ -265,16 +278,22 @@ class WhatIf:
         }
 
 
-def predict(
-    twin: Twin,
-    whole: Window,
-    changes: Mapping[str, float | int],
-    knobs: Knobs,
-    *,
-    notes: list[str] | None = None,
-    seeds: int = SEEDS,
-) -> WhatIf:
-    """Replay, then predict (module docstring)."""
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """The twin against its span: the measured figures, the step-time scale that matches
+    the replay's mean inter-token gap to the measured one, the replay and its errors."""
+
+    twin: Twin
+    bounds: dict[str, tuple[float, ...]]
+    base: Figures
+    scale: float
+    replay: Figures
+    errors: dict[str, float | None]
+    seeds: int
+
+
+def calibrate(twin: Twin, whole: Window, *, seeds: int = SEEDS) -> Calibration:
+    """Replay the span (module docstring, step 2)."""
     ttft_h, itl_h = whole.histograms.get("ttft"), whole.histograms.get("itl")
     if ttft_h is None or itl_h is None:
         raise ValueError("the span has no TTFT or ITL histogram")
@@ -285,23 +304,57 @@ def predict(
     first = run(twin, Knobs(), seed=0, **bounds)
     if target_itl and first.itl_mean:
         scale = min(max(target_itl / first.itl_mean, 0.5), 2.0)
-    replay_runs = [run(twin, Knobs(step_scale=scale), seed=s, **bounds) for s in range(seeds)]
-    replay = _figures(replay_runs)
+    replay = _figures([run(twin, Knobs(step_scale=scale), seed=s, **bounds) for s in range(seeds)])
     errors = {n: _rel(replay.value(n), base.value(n)) for n in FIGURES}
-    pk = _with_scale(knobs, scale)
-    # The same seeds as the replay (common random numbers): the same arrivals and lengths
-    # where the change leaves them alone, so the effect is the change's, not the draw's.
-    runs = [run(twin, pk, seed=s, **bounds) for s in range(seeds)]
+    return Calibration(twin, bounds, base, scale, replay, errors, seeds)
+
+
+def estimate(cal: Calibration, knobs: Knobs) -> tuple[Figures, dict[str, float], list[Outcome]]:
+    """The corrected figures of the twin with ``knobs`` (module docstring, step 3), the
+    correction of each figure, and the runs. The same seeds as the replay (common random
+    numbers): the same arrivals and lengths where the change leaves them alone, so the
+    effect is the change's, not the draw's."""
+    pk = _with_scale(knobs, cal.scale)
+    runs = [run(cal.twin, pk, seed=s, **cal.bounds) for s in range(cal.seeds)]
     predicted = _figures(runs)
     corrected = CORRECTED
-    if _queue_free(base) and _queue_free(predicted):
+    if _queue_free(cal.base) and _queue_free(predicted):
         corrected = FIGURES  # TTFT is a prefill step's on both sides: its bias carries over
-    ratio = {n: _ratio(base.value(n), replay.value(n)) if n in corrected else 1.0 for n in FIGURES}
-    predicted = _corrected(predicted, ratio)
+    ratio = {
+        n: _ratio(cal.base.value(n), cal.replay.value(n)) if n in corrected else 1.0
+        for n in FIGURES
+    }
+    return _corrected(predicted, ratio), ratio, runs
+
+
+def predict(
+    twin: Twin,
+    whole: Window,
+    changes: Mapping[str, float | int],
+    knobs: Knobs,
+    *,
+    notes: list[str] | None = None,
+    seeds: int = SEEDS,
+) -> WhatIf:
+    """Replay, then predict (module docstring)."""
+    cal = calibrate(twin, whole, seeds=seeds)
+    return predict_from(cal, changes, knobs, notes=notes)
+
+
+def predict_from(
+    cal: Calibration,
+    changes: Mapping[str, float | int],
+    knobs: Knobs,
+    *,
+    notes: list[str] | None = None,
+) -> WhatIf:
+    """The prediction of a calibrated twin, with its interval."""
+    twin, scale = cal.twin, cal.scale
+    predicted, ratio, runs = estimate(cal, knobs)
     r = max(twin.step_residual, 0.02)
     spread = runs + [
-        run(twin, _with_scale(knobs, scale * (1 + r)), seed=0, **bounds),
-        run(twin, _with_scale(knobs, scale * max(1 - r, 0.5)), seed=0, **bounds),
+        run(twin, _with_scale(knobs, scale * (1 + r)), seed=0, **cal.bounds),
+        run(twin, _with_scale(knobs, scale * max(1 - r, 0.5)), seed=0, **cal.bounds),
     ]
     interval: dict[str, tuple[float, float] | None] = {}
     for name in ("ttft_p99", "itl_p99", "ttft_p50", "itl_p50"):
@@ -310,16 +363,16 @@ def predict(
         if not vals:
             interval[name] = None
             continue
-        e = max(errors.get(name) or 0.0, MIN_ERROR)
+        e = max(cal.errors.get(name) or 0.0, MIN_ERROR)
         interval[name] = (min(vals) * (1 - min(e, 0.9)), max(vals) * (1 + e))
     return WhatIf(
         twin,
         dict(changes),
-        base,
-        replay,
+        cal.base,
+        cal.replay,
         predicted,
         interval,
-        errors,
+        cal.errors,
         scale,
         tuple(notes or ()),
         ratio,
@@ -349,6 +402,8 @@ def _corrected(f: Figures, ratio: dict[str, float]) -> Figures:
         f.waiting_avg,
         f.kv_usage_max,
         f.preemptions_per_s,
+        f.queue_time_mean,
+        f.prefill_time_mean,
     )
 
 
