@@ -12,7 +12,17 @@ from app import __version__
 from app.alerts.rules import check_rule_files
 from app.api.errors import document_message_details, validation_error
 from app.api.limits import DEFAULT_MAX_BODY, BodyLimit
-from app.api.routes import alerts, diagnoses, fleet, health, silences, slo, targets, windows
+from app.api.routes import (
+    alerts,
+    diagnoses,
+    fleet,
+    headroom,
+    health,
+    silences,
+    slo,
+    targets,
+    windows,
+)
 from app.config import Settings
 from app.evaluate.settings import diagnosis_config
 from app.fleet.specs import slo_specs
@@ -60,6 +70,7 @@ def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
     api.include_router(diagnoses.router)
     api.include_router(fleet.router)
     api.include_router(slo.router)
+    api.include_router(headroom.router)
     app.include_router(api)
     app.include_router(health.router)
     mount_live(  # the Dash UI under /ui

@@ -32,6 +32,7 @@ from app.evaluate.settings import diagnosis_config
 from app.fleet.slo import attainment
 from app.fleet.tracker import SloStatus
 from app.model import Window
+from app.read.headroom import HeadroomCache
 from app.read.windows import WindowCache
 from app.scrape.client import ClientPool
 from app.selfmetrics import (
@@ -135,6 +136,8 @@ class Service:
         self.slo_metrics = build_slo_metrics(self.metrics.registry)
         self.latest_slos: list[SloStatus] = []
         self.latest_readings: list[StreamReading] = []
+        # Headroom answers per stream and 5 minutes (app.read.headroom; computed on demand).
+        self.headroom_cache = HeadroomCache()
         self.window_cache = WindowCache(settings.scrape.interval + settings.scrape.timeout + 1.0)
         self.metrics.targets.set(len(settings.targets))
         self.scheduler = AsyncIOScheduler()

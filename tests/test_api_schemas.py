@@ -22,7 +22,17 @@ import pytest
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, TypeAdapter
 
-from app.api.routes import alerts, diagnoses, fleet, health, silences, slo, targets, windows
+from app.api.routes import (
+    alerts,
+    diagnoses,
+    fleet,
+    headroom,
+    health,
+    silences,
+    slo,
+    targets,
+    windows,
+)
 from app.config import load_settings
 from app.main import create_app
 from app.store.sqlite import Store
@@ -59,6 +69,8 @@ ASKED: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/fleets"): "/api/v1/fleets",
     ("GET", "/api/v1/fleets/{name}/windows"): "/api/v1/fleets/llama/windows",
     ("GET", "/api/v1/slos"): "/api/v1/slos",
+    ("GET", "/api/v1/targets/{name}/headroom"): "/api/v1/targets/a/headroom",
+    ("GET", "/api/v1/fleets/{model}/headroom"): "/api/v1/fleets/llama/headroom",
     ("GET", "/api/v1/slos/{name}/history"): "/api/v1/slos/default/history",
     ("GET", "/api/v1/health/components"): "/api/v1/health/components",
     ("GET", "/healthz"): "/healthz",
@@ -85,7 +97,7 @@ def _routes() -> dict[tuple[str, str], APIRoute]:
     """Every route by (method, path), from the routers ``app.main`` mounts (all under
     ``/api/v1`` but the health router's)."""
     out = {}
-    for module in (alerts, diagnoses, fleet, health, silences, slo, targets, windows):
+    for module in (alerts, diagnoses, fleet, headroom, health, silences, slo, targets, windows):
         prefix = "" if module is health else "/api/v1"
         for route in module.router.routes:
             if isinstance(route, APIRoute) and route.include_in_schema:
