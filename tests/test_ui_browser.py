@@ -511,3 +511,17 @@ def test_overview_pages_cards_and_lists_the_rest_as_links(
     links.first.click()
     page.wait_for_url(f"**/ui/targets/{target}**", timeout=TIMEOUT_MS)
     page.wait_for_selector(".diagnosis-card", timeout=TIMEOUT_MS)
+
+
+def test_target_page_shows_the_headroom(session: Session, seeded: Seeded) -> None:
+    """The what-if twin's headroom under the status line: how much more traffic before a
+    p99 breaks its SLO, and what breaks first."""
+    page = session.page
+    page.goto(seeded.url + "/ui/targets/sim-incident")
+    line = page.locator("#target-headroom")
+    line.locator("strong").wait_for(timeout=TIMEOUT_MS * 4)  # the twin runs when asked
+    text = line.inner_text()
+    assert text.startswith("Headroom (the last 15 minutes): ") and "today's traffic" in text
+    assert "breaks first" in text or "at least" in text, text
+    assert line.locator("[data-limit]").count() == 1
+    session.shot("target-headroom")

@@ -132,6 +132,9 @@ def test_overview_links_the_fleet_and_the_fleet_page_shows_the_imbalance(
 
     link.click()
     page.wait_for_url("**/ui/fleets/**", timeout=TIMEOUT_MS)
+    headroom = page.locator("#fleet-headroom")
+    headroom.locator("strong").wait_for(timeout=TIMEOUT_MS * 4)  # the twin runs when asked
+    assert "its tightest replica" in headroom.inner_text()
     panel = page.locator(f".imbalance-panel[data-flagged='{BAD}']")
     panel.wait_for(timeout=TIMEOUT_MS)
     words = panel.inner_text()
@@ -225,6 +228,9 @@ def test_the_slo_alert_opens_its_fleet_page_at_its_time(
     fleet_session.shot("alerts-fleet")
     link.click()
     page.wait_for_url("**/ui/fleets/**", timeout=TIMEOUT_MS)
+    headroom = page.locator("#fleet-headroom")
+    headroom.locator("strong").wait_for(timeout=TIMEOUT_MS * 4)  # the twin runs when asked
+    assert "its tightest replica" in headroom.inner_text()
     page.wait_for_selector(".imbalance-panel", timeout=TIMEOUT_MS)
     assert "Not found" not in page.inner_text("main")
     page.wait_for_function(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
 
 from app.fleet.aggregate import fleet_key
+from app.read.headroom import HeadroomCache
 from app.ui.alertfeed import AlertFeed, AlertRow
 from app.ui.data import UiData
 from app.ui.fleetdata import FleetData
@@ -21,6 +22,8 @@ class PageContext:
     relative: Callable[[str], str]
     refresh_ms: int = 5000
     fleets: FleetData | None = None
+    # Headroom answers of this UI (computed when a page asks; app.read.headroom).
+    headroom: HeadroomCache = field(default_factory=HeadroomCache)
 
     def target_href(
         self,

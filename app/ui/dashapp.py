@@ -15,7 +15,7 @@ from urllib.parse import unquote
 
 from dash import Dash, Input, Output, dcc, html
 
-from app.ui import ids, timerange
+from app.ui import headroomview, ids, timerange
 from app.ui.alertfeed import AlertFeed, NoAlerts
 from app.ui.context import PageContext
 from app.ui.data import UiData
@@ -143,4 +143,5 @@ def build_dash(
 
     for page in (overview, target, fleet, incident, alerts):
         page.register(app, ctx)
+    headroomview.register(app, ctx)
     return app

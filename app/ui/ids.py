@@ -42,6 +42,7 @@ TARGET_ENGINES = "target-engines"
 TARGET_STATUS = "target-status"
 TARGET_INCIDENT_LINK = "target-incident-link"
 TARGET_AT = "target-at"  # dcc.Store: the window end the card shows (None = latest)
+TARGET_HEADROOM = "target-headroom"  # the what-if twin's headroom line
 TARGET_ZOOM = "target-zoom"  # dcc.Store: [start, end] the user zoomed to (None = whole range)
 
 # -- fleet page ---------------------------------------------------------------------------
@@ -54,6 +55,7 @@ FLEET_TO = "fleet-to"
 FLEET_CUSTOM = "fleet-custom"
 FLEET_TICK = "fleet-tick"
 FLEET_STATUS = "fleet-status"
+FLEET_HEADROOM = "fleet-headroom"  # the tightest replica's headroom line
 FLEET_IMBALANCE = "fleet-imbalance"
 FLEET_TABLE = "fleet-table"
 FLEET_BARS = "fleet-bars"

@@ -15,7 +15,7 @@ from typing import Any
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from app.fleet.aggregate import FleetKey
-from app.ui import ids, timerange
+from app.ui import headroomview, ids, timerange
 from app.ui.components import diagnosis_card, page_head
 from app.ui.context import PageContext
 from app.ui.figures import utc
@@ -87,6 +87,7 @@ def view(
                 className="controls",
             ),
             html.P(id=ids.FLEET_STATUS, className="muted status"),
+            headroomview.placeholder(ids.FLEET_HEADROOM),
             html.Div(
                 [
                     html.Div(id=ids.FLEET_IMBALANCE, className="col-main"),

@@ -13,7 +13,7 @@ from typing import Any
 
 from dash import Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
 
-from app.ui import ids, timerange
+from app.ui import headroomview, ids, timerange
 from app.ui.components import diagnosis_card, engines_table, page_head
 from app.ui.context import PageContext
 from app.ui.figures import Mark, mark_annotations, mark_shapes, target_figure, utc
@@ -106,6 +106,7 @@ def view(
                 className="controls",
             ),
             html.P(id=ids.TARGET_STATUS, className="muted status"),
+            headroomview.placeholder(ids.TARGET_HEADROOM),
             dcc.Graph(
                 id=ids.TARGET_GRAPH,
                 config={"displaylogo": False, "responsive": True},
