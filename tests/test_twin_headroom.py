@@ -37,12 +37,12 @@ def _tree(name: str) -> dict[str, Any]:
 
 def _sim_breaks(tree: dict[str, Any], k: float, root: Path) -> bool:
     """Whether the simulator itself, at traffic × k, has a p99 over its SLO (the median
-    of two seeded runs of 240 s)."""
+    of three seeded runs of 300 s)."""
     scaled = copy.deepcopy(tree)
     scaled["workload"]["rate"] *= k
     ttft, itl = [], []
-    for seed in (50, 51):
-        rec = record(from_tree(scaled), root / f"k{k:.4f}-{seed}", duration=240, seed=seed)
+    for seed in (50, 51, 52):
+        rec = record(from_tree(scaled), root / f"k{k:.4f}-{seed}", duration=300, seed=seed)
         f = measured(from_scrapes(read_scrapes(rec)).whole)
         ttft.append(f.value("ttft_p99") or 0.0)
         itl.append(f.value("itl_p99") or 0.0)
@@ -68,19 +68,18 @@ def _sim_breaking_point(tree: dict[str, Any], root: Path, start: float) -> float
     return math.sqrt(good * bad)
 
 
-def test_headroom_is_near_the_simulators_breaking_point(tmp_path: Path) -> None:
+def test_headroom_is_within_20_percent_of_the_simulators_breaking_point(tmp_path: Path) -> None:
     """Long answers over long contexts: ITL p99 is over its SLO today (decode-bound);
-    the twin says how far the traffic must fall, and that decode breaks first. The
-    target is 20 %; the twin is 24 % optimistic here (BENCHMARKS.md, "What-if:
-    headroom"), so this holds it to 25 % until its decode tail is better."""
+    the twin says how far the traffic must fall (within 20 % of where the simulator
+    itself breaks), and that decode breaks first (bench/headroom.py: other scenarios)."""
     tree = _tree("decode_heavy")
     rec = record(from_tree(tree), tmp_path / "a", duration=300, seed=7)
     span = from_scrapes(read_scrapes(rec))
-    room = headroom(calibrate(fit(span), span.whole, seeds=3), SLO_TTFT, SLO_ITL)
+    room = headroom(calibrate(fit(span), span.whole), SLO_TTFT, SLO_ITL)
     truth = _sim_breaking_point(tree, tmp_path, 1.0)
     assert room.breaks_at is not None
     twin_point = math.sqrt(room.rate_scale * room.breaks_at)
-    assert abs(twin_point / truth - 1) <= 0.25, (twin_point, truth)
+    assert abs(twin_point / truth - 1) <= 0.20, (twin_point, truth)
     assert room.breaks == ("itl_p99",) and room.limit is Limit.DECODE
     assert room.text().startswith("over its SLO at today's traffic: ITL p99 breaks 100 ms")
 
