@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import math
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -15,68 +13,25 @@ from app.cli import main
 from app.model import Quantile
 from app.read.whatif import from_scrapes
 from app.sim.record import record
-from app.sim.scenario import from_tree, read_tree
+from app.sim.scenario import from_tree
 from app.sources.recording import read_scrapes
 from app.twin.fit import fit
 from app.twin.headroom import Limit, headroom, limit_of
-from app.twin.whatif import Figures, calibrate, measured
+from app.twin.whatif import Figures, calibrate
+from bench.headroom import sim_point, tree_of
 
 SLO_TTFT, SLO_ITL = 2.0, 0.1
-
-
-def _tree(name: str) -> dict[str, Any]:
-    """A scenario's base phase at the absolute rate its load stands for."""
-    tree = read_tree(name)
-    tree.pop("phases", None)
-    tree["name"] = name
-    rate = from_tree(tree).base.workload.rate
-    tree["workload"].pop("load", None)
-    tree["workload"]["rate"] = rate
-    return tree
-
-
-def _sim_breaks(tree: dict[str, Any], k: float, root: Path) -> bool:
-    """Whether the simulator itself, at traffic × k, has a p99 over its SLO (the median
-    of three seeded runs of 300 s)."""
-    scaled = copy.deepcopy(tree)
-    scaled["workload"]["rate"] *= k
-    ttft, itl = [], []
-    for seed in (50, 51, 52):
-        rec = record(from_tree(scaled), root / f"k{k:.4f}-{seed}", duration=300, seed=seed)
-        f = measured(from_scrapes(read_scrapes(rec)).whole)
-        ttft.append(f.value("ttft_p99") or 0.0)
-        itl.append(f.value("itl_p99") or 0.0)
-    return statistics.median(ttft) > SLO_TTFT or statistics.median(itl) > SLO_ITL
-
-
-def _sim_breaking_point(tree: dict[str, Any], root: Path, start: float) -> float:
-    """The sweep: from ``start`` halve or double until the SLO's side changes, then bisect
-    to 5 %; the geometric middle of the last bracket."""
-    good, bad = (None, start) if _sim_breaks(tree, start, root) else (start, None)
-    while good is None or bad is None:
-        k = (bad / 2) if good is None else (good * 2)  # type: ignore[operator]
-        if _sim_breaks(tree, k, root):
-            bad = k
-        else:
-            good = k
-    while bad / good > 1.05:
-        mid = math.sqrt(good * bad)
-        if _sim_breaks(tree, mid, root):
-            bad = mid
-        else:
-            good = mid
-    return math.sqrt(good * bad)
 
 
 def test_headroom_is_within_20_percent_of_the_simulators_breaking_point(tmp_path: Path) -> None:
     """Long answers over long contexts: ITL p99 is over its SLO today (decode-bound);
     the twin says how far the traffic must fall (within 20 % of where the simulator
     itself breaks), and that decode breaks first (bench/headroom.py: other scenarios)."""
-    tree = _tree("decode_heavy")
+    tree = tree_of("decode_heavy")
     rec = record(from_tree(tree), tmp_path / "a", duration=300, seed=7)
     span = from_scrapes(read_scrapes(rec))
     room = headroom(calibrate(fit(span), span.whole), SLO_TTFT, SLO_ITL)
-    truth = _sim_breaking_point(tree, tmp_path, 1.0)
+    truth = sim_point(tree, tmp_path)  # the sweep bench/headroom.py runs
     assert room.breaks_at is not None
     twin_point = math.sqrt(room.rate_scale * room.breaks_at)
     assert abs(twin_point / truth - 1) <= 0.20, (twin_point, truth)
