@@ -1,0 +1,241 @@
+#!/usr/bin/env bash
+# Record A/B pairs of a real vLLM (CPU, tiny random Llama) for the what-if twin's check on a
+# real server (bench/whatif_vllm.py): each pair is one change of setting or of traffic, and
+# each of its two settings is recorded N times under the same open-loop load.
+#   record_pairs.sh VLLM_VENV PROJECT_PYTHON OUTDIR [--runs N] [--steady S] [--only PAIR[,PAIR]]
+# For each pair and each of its settings A and B: start vLLM with that setting (as
+# make_recordings.sh does: 127.0.0.1, a free port, the recorder in the server's session),
+# then record runs 1..N back to back on that one server, a pause of 10 s between them so
+# the queue drains. Each run is tests/vllm_real/record.py: a 30 s warm-up and S s of steady
+# load (240 by default), with the SAME seed in every run and in A and B, so A and B see the
+# same arrivals (traffic2's B at twice the rate: the same draws, the offsets halved).
+#   OUTDIR/<pair>/pair.json        the A and B flags, the load spec, seed, rate, and the
+#                                  `phasewatch whatif --set/--server` arguments of A → B
+#   OUTDIR/<pair>/<A|B>/run<k>/    a recording (the pages, load.jsonl, meta.json)
+#   OUTDIR/<pair>/<A|B>/vllm.log   the server's log (appended on each start)
+#   OUTDIR/<pair>.tar.gz           A's and B's run 1 and pair.json (pack_pair.py), what
+#                                  tests/data/vllm_real keeps
+# A run whose meta.json exists is kept: run it again with a larger --runs to add runs 2..N
+# to pairs already recorded (the server is then started again for them). About 5 minutes
+# per setting and run of 240 s on 2 cores (tests/data/vllm_real/README.md).
+#
+# The pairs (tests/data/vllm_real/README.md says why these loads):
+#   traffic2      --max-num-seqs 4, the mix of make_recordings.sh at 5.5 req/s (no queue)
+#                 → 11 req/s (queues)                         whatif --set rate_scale=2
+#   maxseqs4to16  --max-num-seqs 4 → 16 at 11 req/s of that mix        --set max_num_seqs=16
+#   kvpool4x      --num-gpu-blocks-override 16 → 64 (blocks of 128 tokens), 2.8 req/s of
+#                 300-word prompts with 600-token answers: A holds about two at once, so
+#                 requests wait for KV and get preempted               --set num_gpu_blocks=64
+#   budget        --max-num-batched-tokens 2048 → 256, 8 req/s: 70 % 64-word prompts with
+#                 128-token answers, 30 % 900-word prompts with 64    --set max_num_batched_tokens=256
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+WARMUP="${WARMUP:-30}"  # the environment may override these two (a quick check)
+PAUSE="${PAUSE:-10}"
+PAIRS_ALL="traffic2 maxseqs4to16 kvpool4x budget"
+COMMON=(--dtype float32 --enforce-eager --max-model-len 1024
+  --gpu-memory-utilization "${VLLM_CPU_MEMORY_UTILIZATION:-0.3}")
+SEED=1
+MIX=(--class 8:80:128 --class 2:320:512)
+
+# flags_of PAIR SIDE: the engine flags of one setting (COMMON is added to every one).
+flags_of() {
+  case "$1:$2" in
+    traffic2:[AB]) echo "--max-num-seqs 4 --max-num-batched-tokens 2048 --num-gpu-blocks-override 256" ;;
+    maxseqs4to16:A) echo "--max-num-seqs 4 --max-num-batched-tokens 2048 --num-gpu-blocks-override 256" ;;
+    maxseqs4to16:B) echo "--max-num-seqs 16 --max-num-batched-tokens 2048 --num-gpu-blocks-override 256" ;;
+    kvpool4x:A) echo "--max-num-seqs 16 --max-num-batched-tokens 2048 --num-gpu-blocks-override 16" ;;
+    kvpool4x:B) echo "--max-num-seqs 16 --max-num-batched-tokens 2048 --num-gpu-blocks-override 64" ;;
+    budget:A) echo "--max-num-seqs 16 --max-num-batched-tokens 2048 --num-gpu-blocks-override 256" ;;
+    budget:B) echo "--max-num-seqs 16 --max-num-batched-tokens 256 --num-gpu-blocks-override 256" ;;
+    *) echo "unknown pair or side $1 $2" >&2; return 1 ;;
+  esac
+}
+
+# load_of PAIR SIDE: record.py's load options, but --duration and --warmup.
+load_of() {
+  case "$1:$2" in
+    traffic2:A) echo "--rate 5.5 --seed $SEED ${MIX[*]} --max-in-flight 64" ;;
+    traffic2:B | maxseqs4to16:[AB]) echo "--rate 11 --seed $SEED ${MIX[*]} --max-in-flight 64" ;;
+    kvpool4x:[AB]) echo "--rate 2.8 --seed $SEED --class 1:300:600 --max-in-flight 32" ;;
+    budget:[AB]) echo "--rate 8 --seed $SEED --class 7:64:128 --class 3:900:64 --max-in-flight 64" ;;
+    *) echo "unknown pair or side $1 $2" >&2; return 1 ;;
+  esac
+}
+
+# whatif_of PAIR: the `phasewatch whatif` arguments of A → B; --server: A's settings.
+whatif_of() {
+  case "$1" in
+    traffic2) echo "--set rate_scale=2 --server max_num_seqs=4" ;;
+    maxseqs4to16) echo "--set max_num_seqs=16 --server max_num_seqs=4" ;;
+    kvpool4x) echo "--set num_gpu_blocks=64 --server max_num_seqs=16" ;;
+    budget) echo "--set max_num_batched_tokens=256 --server max_num_seqs=16" ;;
+    *) echo "unknown pair $1" >&2; return 1 ;;
+  esac
+  # every pair: A's budget and model length (max_num_seqs above)
+}
+whatif_server_tail="--server max_num_batched_tokens=2048 --server max_model_len=1024"
+
+# One setting, inside its own session:
+#   record_pairs.sh --one VENV PY MODEL SIDE_DIR "RUNS" STEADY "LOAD" FLAGS...
+if [ "${1:-}" = "--one" ]; then
+  shift
+  VENV="$1" PROJECT_PY="$2" MODEL_DIR="$3" DIR="$4" RUNS="$5" STEADY="$6" LOAD="$7"
+  shift 7
+  set -m  # background jobs get their own process group (in this same session)
+  PORT=$("$PROJECT_PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  echo "=== $(date -u +%FT%TZ) start: $*" >>"$DIR/vllm.log"
+  "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
+    --model "$MODEL_DIR" --served-model-name tiny-llama --host 127.0.0.1 --port "$PORT" \
+    "$@" >>"$DIR/vllm.log" 2>&1 &
+  VLLM_PID=$!
+  stop() {
+    kill -TERM -- "-$VLLM_PID" 2>/dev/null || true
+    for _ in $(seq 1 20); do kill -0 "$VLLM_PID" 2>/dev/null || break; sleep 0.5; done
+    kill -KILL -- "-$VLLM_PID" 2>/dev/null || true
+  }
+  trap stop EXIT
+  trap 'exit 143' TERM INT
+  t_start=$(date +%s)
+  for _ in $(seq 1 300); do
+    if ! kill -0 "$VLLM_PID" 2>/dev/null; then
+      echo "vLLM exited during start-up:"; tail -30 "$DIR/vllm.log"; exit 1
+    fi
+    if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
+    sleep 1
+  done
+  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "vLLM did not start"; exit 1; }
+  echo "vLLM up on 127.0.0.1:$PORT in $(( $(date +%s) - t_start )) s ($*)"
+  status=0
+  first=1
+  for k in $RUNS; do
+    [ "$first" = 1 ] || sleep "$PAUSE"  # the queue drains between runs
+    first=0
+    # shellcheck disable=SC2086  # the load options are words
+    if ! "$PROJECT_PY" "$HERE/record.py" "http://127.0.0.1:$PORT" "$DIR/run$k" $LOAD \
+      --warmup "$WARMUP" --duration "$STEADY" --vllm-flags "$*"; then
+      echo "run $k: a request of the steady part failed (kept; see its meta.json summary)"
+      status=1
+    fi
+  done
+  exit $status
+fi
+
+usage="usage: record_pairs.sh VLLM_VENV PROJECT_PYTHON OUTDIR [--runs N] [--steady S] [--only PAIR[,PAIR]]"
+VENV="${1:?$usage}"
+PROJECT_PY="${2:?$usage}"
+OUT="${3:?$usage}"
+shift 3
+RUNS_N=3
+STEADY=240
+ONLY=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) RUNS_N="$2"; shift 2 ;;
+    --steady) STEADY="$2"; shift 2 ;;
+    --only) ONLY="$2"; shift 2 ;;
+    *) echo "$usage" >&2; exit 2 ;;
+  esac
+done
+PAIRS="$PAIRS_ALL"
+if [ -n "$ONLY" ]; then
+  PAIRS="${ONLY//,/ }"
+  for p in $PAIRS; do whatif_of "$p" >/dev/null || exit 2; done
+fi
+t0=$(date +%s)
+bash "$HERE/install.sh" "$VENV"
+VENV="$(cd "$VENV" && pwd)"
+MODEL_DIR="$VENV/phasewatch-tiny-llama"
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 VLLM_NO_USAGE_STATS=1 VLLM_HOST_IP=127.0.0.1
+"$VENV/bin/python" "$HERE/build_model.py" "$MODEL_DIR"
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
+
+INNER=""
+forward() { [ -n "$INNER" ] && kill -TERM "$INNER" 2>/dev/null; wait "$INNER" 2>/dev/null; exit 143; }
+trap forward TERM INT
+failed=""
+for pair in $PAIRS; do
+  mkdir -p "$OUT/$pair/A" "$OUT/$pair/B"
+  # pair.json: what a reader (bench/whatif_vllm.py) needs to know of the pair.
+  "$PROJECT_PY" - "$OUT/$pair/pair.json" "$pair" "$SEED" "$WARMUP" "$STEADY" "$PAUSE" \
+    "$(flags_of "$pair" A) ${COMMON[*]}" "$(flags_of "$pair" B) ${COMMON[*]}" \
+    "$(load_of "$pair" A)" "$(load_of "$pair" B)" \
+    "$(whatif_of "$pair") $whatif_server_tail" <<'EOF'
+import json
+import shlex
+import sys
+
+path, pair, seed, warmup, steady, pause, fa, fb, la, lb, wi = sys.argv[1:]
+
+
+def load(opts: str) -> dict:
+    words = shlex.split(opts)
+    out: dict = {"classes": []}
+    for flag, value in zip(words[::2], words[1::2], strict=True):
+        if flag == "--class":
+            w, p, o = value.split(":")
+            out["classes"].append(
+                {"weight": float(w), "prompt_words": int(p), "output_tokens": int(o)}
+            )
+        else:
+            key = flag.lstrip("-").replace("-", "_")
+            out[key] = float(value) if key == "rate" else int(value)
+    out["warmup"] = float(warmup)
+    out["steady"] = float(steady)
+    out["options"] = words
+    return out
+
+
+args = shlex.split(wi)
+doc = {
+    "pair": pair,
+    "seed": int(seed),
+    "pause_between_runs": float(pause),
+    "A": {"flags": shlex.split(fa), "load": load(la)},
+    "B": {"flags": shlex.split(fb), "load": load(lb)},
+    "rate": {"A": load(la)["rate"], "B": load(lb)["rate"]},
+    "whatif_args": args,
+    "whatif_set": [v for f, v in zip(args[::2], args[1::2], strict=True) if f == "--set"],
+    "whatif_server": [v for f, v in zip(args[::2], args[1::2], strict=True) if f == "--server"],
+    "whatif_command": "phasewatch whatif A/run1 " + " ".join(args) + " --json",
+}
+with open(path, "w") as f:
+    f.write(json.dumps(doc, indent=2) + "\n")
+EOF
+  for side in A B; do
+    dir="$OUT/$pair/$side"
+    todo=""
+    for k in $(seq 1 "$RUNS_N"); do
+      if [ ! -f "$dir/run$k/meta.json" ]; then
+        rm -rf "$dir/run$k"  # an interrupted run: record it again
+        todo="$todo $k"
+      fi
+    done
+    if [ -z "$todo" ]; then
+      echo "$pair $side: runs 1..$RUNS_N already recorded"
+      continue
+    fi
+    echo "$pair $side: recording runs$todo ($(date -u +%T) UTC)"
+    # shellcheck disable=SC2046  # the flags are words
+    setsid bash "$0" --one "$VENV" "$PROJECT_PY" "$MODEL_DIR" "$dir" "$todo" "$STEADY" \
+      "$(load_of "$pair" "$side")" $(flags_of "$pair" "$side") "${COMMON[@]}" &
+    INNER=$!
+    if ! wait "$INNER"; then
+      failed="$failed $pair/$side"
+      echo "recording $pair $side: not clean; the end of vLLM's log:"; tail -20 "$dir/vllm.log"
+    fi
+    INNER=""
+    for k in $todo; do
+      [ -f "$dir/run$k/meta.json" ] || { echo "$pair $side run $k: no meta.json"; exit 1; }
+    done
+  done
+  if [ -f "$OUT/$pair/A/run1/meta.json" ] && [ -f "$OUT/$pair/B/run1/meta.json" ]; then
+    "$PROJECT_PY" "$HERE/pack_pair.py" "$OUT/$pair" "$OUT/$pair.tar.gz"
+  fi
+done
+echo "recorded in $(( $(date +%s) - t0 )) s into $OUT"
+if [ -n "$failed" ]; then
+  echo "not clean (a request failed or a run broke):$failed"
+  exit 1
+fi
