@@ -44,7 +44,7 @@ right and interval holds over those p99 figures (k/n), then the same for the p50
 Reproduce: record the pairs (``bash tests/vllm_real/record_pairs.sh .venv/vllm
 .venv/bin/python OUTDIR [--runs N] [--steady S]``, tests/data/vllm_real/README.md) and run
 ``.venv/bin/python bench/whatif_vllm.py OUTDIR [--only PAIR] [--jobs 2] [--seeds 5]``
-(the table on stdout, progress on stderr; about a minute per pair on 2 cores).
+(the table on stdout, progress on stderr; about 10 s per pair on 2 cores).
 """
 
 from __future__ import annotations
