@@ -12,7 +12,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ import pytest
 
 from app.cli import COMMANDS, main
 from tests.fixtures_path import FIXTURES
+from tests.test_e2e import wait_for
 
 GEN_033 = FIXTURES / "vllm-generated" / "v0.33.0_V1_1engine_singleproc_GENERATED.prom"
 
@@ -186,14 +186,16 @@ def test_serve_links_its_alerts_to_the_port_it_listens_on(tmp_path: Path) -> Non
             [*cmd, "--db", str(tmp_path / "pw.db")], stdout=out, stderr=subprocess.STDOUT
         )
     try:
-        deadline = time.monotonic() + 90  # a bound for a busy machine, not a timing claim
         alerts: list[dict[str, object]] = []
-        while not alerts and proc.poll() is None and time.monotonic() < deadline:
+
+        def alerting() -> bool:
+            nonlocal alerts
+            assert proc.poll() is None, log.read_text(errors="replace")[-2000:]
             with contextlib.suppress(httpx.HTTPError):  # not listening yet
                 alerts = httpx.get(f"http://127.0.0.1:{port}/api/v1/alerts", timeout=5).json()
-            if not alerts:
-                time.sleep(0.2)  # polling the condition, not waiting out a duration
-        assert alerts, log.read_text(errors="replace")[-2000:]
+            return bool(alerts)
+
+        wait_for(alerting, timeout=90)  # a bound for a busy machine, not a timing claim
         ui_url = str(alerts[0]["annotations"]["ui_url"])  # type: ignore[index]
         assert ui_url.startswith(f"http://127.0.0.1:{port}/ui/targets/dead?"), ui_url
     finally:

@@ -16,7 +16,7 @@ empty), then its observations are cleared and the span is replayed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from app.model import Quantile
 from app.sim.config import EngineConfig, SimConfig, Slo
@@ -64,7 +64,6 @@ class Outcome:
     finished: int
     queue_time_mean: float | None = None
     prefill_time_mean: float | None = None
-    extra: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,7 +167,7 @@ def run(
     itl_bounds: tuple[float, ...],
 ) -> Outcome:
     """Replay the twin's span once with ``knobs`` (module docstring)."""
-    cfg, engine = config(twin, knobs)
+    cfg, _ = config(twin, knobs)
     scenario = Scenario(
         "twin", "", None, WARMUP_S + twin.duration, None, (Phase(0.0, "twin", cfg, None),)
     )
@@ -192,7 +191,6 @@ def run(
         kv_max = max(kv_max, replica.kv_usage)
     tq = histogram_quantiles((0.5, 0.99), m.ttft.bounds, m.ttft.cumulative())
     iq = histogram_quantiles((0.5, 0.99), m.itl.bounds, m.itl.cumulative())
-    del engine
     return Outcome(
         tq[0],
         tq[1],

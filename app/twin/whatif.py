@@ -18,6 +18,7 @@ the change (pure; time and data passed in).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Mapping
@@ -408,13 +409,4 @@ def _corrected(f: Figures, ratio: dict[str, float]) -> Figures:
 
 
 def _with_scale(k: Knobs, scale: float) -> Knobs:
-    return Knobs(
-        k.rate_scale,
-        k.prompt_scale,
-        k.output_scale,
-        k.prefix_cache_hit_rate,
-        k.max_num_seqs,
-        k.max_num_batched_tokens,
-        k.num_gpu_blocks,
-        scale,
-    )
+    return dataclasses.replace(k, step_scale=scale)

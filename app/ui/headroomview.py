@@ -21,11 +21,11 @@ def placeholder(component_id: str) -> html.Div:
     return html.Div(PENDING, id=component_id, className="headroom muted")
 
 
-def _line(r: StreamHeadroom | None, prefix: str = "") -> tuple[Any, str, dict[str, str]]:
+def _line(r: StreamHeadroom | None, prefix: str = "") -> tuple[Any, str]:
     if r is None:
-        return "headroom: no replica has enough history yet", "headroom muted", {}
+        return "headroom: no replica has enough history yet", "headroom muted"
     if r.headroom is None:
-        return f"headroom: cannot tell — {r.error}", "headroom muted", {}
+        return f"headroom: cannot tell — {r.error}", "headroom muted"
     h = r.headroom
     replay = "" if r.replay_error is None else f" (the twin's replay is {r.replay_error:.0%} off)"
     tip = f"the what-if twin fitted to {r.target} over the last 15 minutes{replay}; " + "; ".join(
@@ -34,7 +34,7 @@ def _line(r: StreamHeadroom | None, prefix: str = "") -> tuple[Any, str, dict[st
     words: list[Any] = [html.Strong("Headroom (the last 15 minutes): "), prefix, h.text()]
     kind = "headroom over" if h.rate_scale < 1 else "headroom"
     attrs = data_attrs(limit=h.limit.value if h.limit else "", scale=f"{h.rate_scale:.3g}")
-    return html.Span(words, title=tip, **attrs), kind, attrs
+    return html.Span(words, title=tip, **attrs), kind
 
 
 def _intervals(ctx: PageContext) -> Any:
@@ -62,8 +62,7 @@ def register(app: Dash, ctx: PageContext) -> None:
             config=ctx.data.config,
             cache=ctx.headroom,
         )
-        words, kind, _ = _line(r)
-        return words, kind
+        return _line(r)
 
     @app.callback(
         Output(ids.FLEET_HEADROOM, "children"),
@@ -87,5 +86,4 @@ def register(app: Dash, ctx: PageContext) -> None:
         ]
         tightest = fleet_headroom(results)
         prefix = "" if tightest is None else f"its tightest replica, {tightest.target}: "
-        words, kind, _ = _line(tightest, prefix)
-        return words, kind
+        return _line(tightest, prefix)

@@ -12,7 +12,7 @@ from pydantic import Field
 
 from app.api.deps import DiagnosisConfigDep, HeadroomCacheDep, StoreDep
 from app.api.schemas import Answer
-from app.read.headroom import LOOKBACK_S, fleet_headroom, stream_headroom
+from app.read.headroom import fleet_headroom, stream_headroom
 
 router = APIRouter(tags=["headroom"])
 
@@ -93,6 +93,3 @@ def fleet_headroom_route(
         headroom=None if tightest is None else HeadroomPublic(**tightest.to_dict()),
         replicas=[HeadroomPublic(**r.to_dict()) for r in results],
     )
-
-
-__all__ = ["LOOKBACK_S", "router"]
