@@ -162,3 +162,21 @@ def test_gpu_memory_utilization_needs_the_memory_to_convert(healthy: Path) -> No
     assert knobs.num_gpu_blocks is not None and knobs.num_gpu_blocks > twin.engine.num_gpu_blocks
     assert any("blocks" in n for n in notes)
     assert knobs_for(twin, {"replicas": 4})[0] == Knobs(rate_scale=0.25)
+
+
+def test_the_front_ends_spread_is_recovered_from_a_ttft_p99() -> None:
+    """Engine TTFTs of 3 ms plus lognormal front-end delays of mean 4 ms and σ 0.5: the
+    spread whose p99 matches is found again (app.twin.frontend.fit_sigma)."""
+    from app.twin.frontend import FrontEnd, fit_sigma, ttft_quantiles
+
+    bounds = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5)
+    engine = [0.003] * 4000
+    truth = FrontEnd(0.004, 0.5, "truth")
+    measured = ttft_quantiles(engine, truth, 99, bounds)[1].value
+    assert measured is not None
+    runs = [(s, engine) for s in range(3)]
+    fitted = fit_sigma(runs, FrontEnd(0.004, 0.7, "prior"), bounds, measured)
+    assert abs(fitted.sigma - 0.5) <= 0.11
+    p50, _, mean = ttft_quantiles(engine, truth, 1, bounds)
+    assert mean is not None and abs(mean - 0.007) < 0.0003  # the mean is kept
+    assert p50.value is not None and 0.005 < p50.value < 0.008

@@ -61,3 +61,26 @@ def test_fewer_sequences_on_a_real_vllm_build_a_queue(
     assert out["predicted"]["waiting_avg"] > out["baseline"]["waiting_avg"]
     assert out["predicted"]["ttft_p99"] > 5 * out["baseline"]["ttft_p99"]
     assert out["effect"]["ttft_p99"] > 5
+
+
+def test_the_api_servers_share_of_ttft_is_measured_and_predicted(
+    recordings: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """vLLM's TTFT includes the API server; the engine's queue + prefill do not. The twin
+    measures the difference (e2e − queue − prefill − decode, the same requests) and adds it:
+    B's queue-free TTFT p50 is that delay plus a prefill, not a prefill alone."""
+    out = _whatif(
+        capsys, str(recordings / "maxseqs4"), "--set", "max_num_seqs=16", "--server",
+        "max_num_seqs=4",
+    )  # fmt: skip
+    fe = out["fit"]["frontend"]
+    assert 0.001 < fe["mean_s"] < 0.02  # a few ms on this CPU server
+    assert "e2e − queue − prefill − decode" in fe["source"]
+    # A queues throughout: the spread is the prior, and a warning says so.
+    assert any("prior spread" in w for w in out["warnings"])
+    measured_b = _whatif(capsys, str(recordings / "maxseqs16"), "--server", "max_num_seqs=16")
+    b50 = measured_b["baseline"]["ttft_p50"]
+    assert abs(out["predicted"]["ttft_p50"] - b50) / b50 < 0.5
+    # B has no queue: its own spread is fitted, and its replay meets its TTFT p99.
+    assert "fitted" in measured_b["fit"]["frontend"]["source"]
+    assert measured_b["fit"]["replay_errors"]["ttft_p99"] < 0.25

@@ -16,7 +16,7 @@ empty), then its observations are cleared and the span is replayed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from app.model import Quantile
 from app.sim.config import EngineConfig, SimConfig, Slo
@@ -27,6 +27,7 @@ from app.sim.model import Physics, PhysicsParams, get_model
 from app.sim.scenario import Phase, Scenario
 from app.sim.workload import LengthDist, RequestClass, Workload
 from app.twin.fit import Engine, Twin
+from app.twin.frontend import ttft_quantiles
 from app.twin.lengths import LengthFit
 from app.twin.steptime import StepModel
 from app.windows.quantile import histogram_quantiles
@@ -64,6 +65,24 @@ class Outcome:
     finished: int
     queue_time_mean: float | None = None
     prefill_time_mean: float | None = None
+    # The engine's TTFTs (queue + prefill) before the front end's delay is added, and the
+    # seed that drew the delays: the front end's spread is fitted on them.
+    engine_ttfts: tuple[float, ...] = field(default=(), repr=False, compare=False)
+    seed: int = 0
+
+
+class _Samples(Hist):
+    """A histogram that keeps its observations (the engine's TTFTs)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        super().__init__(bounds)
+        self.values: list[float] = []
+
+    def observe(self, value: float) -> None:
+        super().observe(value)
+        self.values.append(value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,7 +193,8 @@ def run(
     replica = Replica(scenario, seed=seed)
     replica.advance_to(WARMUP_S)
     m = replica.metrics
-    m.ttft = Hist(ttft_bounds)
+    ttfts = _Samples(ttft_bounds)
+    m.ttft = ttfts
     m.itl = Hist(itl_bounds)
     m.queue = Hist(m.queue.bounds)
     m.prefill = Hist(m.prefill.bounds)
@@ -189,11 +209,11 @@ def run(
         replica.advance_to(t)
         waiting.append(float(replica.num_waiting))
         kv_max = max(kv_max, replica.kv_usage)
-    tq = histogram_quantiles((0.5, 0.99), m.ttft.bounds, m.ttft.cumulative())
+    t50, t99, _ = ttft_quantiles(ttfts.values, twin.frontend, seed, ttft_bounds)
     iq = histogram_quantiles((0.5, 0.99), m.itl.bounds, m.itl.cumulative())
     return Outcome(
-        tq[0],
-        tq[1],
+        t50,
+        t99,
         iq[0],
         iq[1],
         m.itl.sum / m.itl.count if m.itl.count else None,
@@ -203,4 +223,6 @@ def run(
         int(sum(m.success.values()) - done0),
         m.queue.sum / m.queue.count if m.queue.count else None,
         m.prefill.sum / m.prefill.count if m.prefill.count else None,
+        tuple(ttfts.values),
+        seed,
     )

@@ -33,6 +33,7 @@ from typing import Any
 
 from app.diagnose.server import ServerSettings, resolve
 from app.model import Window
+from app.twin.frontend import NONE, FrontEnd, fit_mean
 from app.twin.lengths import LengthFit, fit_lengths
 from app.twin.steptime import Observation, StepFit, StepModel, fit_step
 
@@ -94,6 +95,8 @@ class Twin:
     step_residual: float
     sources: dict[str, str]
     warnings: tuple[str, ...]
+    # The API server's share of each TTFT (app.twin.frontend).
+    frontend: FrontEnd = NONE
 
     @property
     def rate_mean(self) -> float:
@@ -128,6 +131,7 @@ class Twin:
                 "prefix_cache_hit_rate": round(self.prefix_hit_rate, 4),
             },
             "engine": self.engine.to_dict(),
+            "frontend": self.frontend.to_dict(),
             "step_time": {**self.step.to_dict(), "residual": round(self.step_residual, 4)},
             "sources": dict(self.sources),
         }
@@ -407,6 +411,10 @@ def fit(span: Span) -> Twin:
             if src == "data"
             else src
         )
+    frontend, fe_warning = fit_mean(whole)
+    if fe_warning:
+        warnings.append(fe_warning)
+    sources["frontend"] = frontend.source
     return Twin(
         whole.start,
         duration,
@@ -419,6 +427,7 @@ def fit(span: Span) -> Twin:
         fitted.residual,
         sources,
         tuple(warnings),
+        frontend,
     )
 
 

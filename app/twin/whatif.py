@@ -28,6 +28,7 @@ from typing import Any
 from app.model import Quantile, Window
 from app.twin.engine import Knobs, Outcome, run
 from app.twin.fit import Twin
+from app.twin.frontend import FrontEnd, fit_sigma, ttft_quantiles
 
 MIN_ERROR = 0.10
 MAX_CORRECTION = 1.5
@@ -305,9 +306,37 @@ def calibrate(twin: Twin, whole: Window, *, seeds: int = SEEDS) -> Calibration:
     first = run(twin, Knobs(), seed=0, **bounds)
     if target_itl and first.itl_mean:
         scale = min(max(target_itl / first.itl_mean, 0.5), 2.0)
-    replay = _figures([run(twin, Knobs(step_scale=scale), seed=s, **bounds) for s in range(seeds)])
+    outs = [run(twin, Knobs(step_scale=scale), seed=s, **bounds) for s in range(seeds)]
+    twin = _with_frontend(twin, base, outs, bounds["ttft_bounds"])
+    replay = _figures([_refigured(o, twin.frontend, bounds["ttft_bounds"]) for o in outs])
     errors = {n: _rel(replay.value(n), base.value(n)) for n in FIGURES}
     return Calibration(twin, bounds, base, scale, replay, errors, seeds)
+
+
+def _with_frontend(
+    twin: Twin, base: Figures, outs: list[Outcome], bounds: tuple[float, ...]
+) -> Twin:
+    """The twin with its front end's spread fitted on a queue-free span's TTFT p99, or
+    with the prior and a warning saying so (:mod:`app.twin.frontend`)."""
+    fe = twin.frontend
+    p99 = base.ttft_p99.value
+    if fe.mean <= 0:
+        return twin
+    if _queue_free(base) and p99 and not base.ttft_p99.ge_top_bucket:
+        fitted = fit_sigma([(o.seed, o.engine_ttfts) for o in outs], fe, bounds, p99)
+        return dataclasses.replace(
+            twin, frontend=fitted, sources={**twin.sources, "frontend": fitted.source}
+        )
+    warning = (
+        f"the API server's share of TTFT (mean {fe.mean * 1000:.3g} ms, measured) has the "
+        f"prior spread σ {fe.sigma}: the span's queue hides the front end's own tail"
+    )
+    return dataclasses.replace(twin, warnings=(*twin.warnings, warning))
+
+
+def _refigured(o: Outcome, fe: FrontEnd, bounds: tuple[float, ...]) -> Outcome:
+    t50, t99, _ = ttft_quantiles(o.engine_ttfts, fe, o.seed, bounds)
+    return dataclasses.replace(o, ttft_p50=t50, ttft_p99=t99)
 
 
 def estimate(cal: Calibration, knobs: Knobs) -> tuple[Figures, dict[str, float], list[Outcome]]:
