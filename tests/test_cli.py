@@ -306,3 +306,22 @@ def test_replay_text_lists_the_alerts_and_never_cuts_a_model_name(
         assert re.search(rf"\b{a['state']} +{a['alertname']} +{re.escape(long)}$", listed, re.M)
     assert "firing    PhasewatchKVCachePressure" in listed
     assert "KV cache 100% full on" in listed  # a firing alert's summary
+
+
+def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> None:
+    """``phasewatch replay --json | head -1``: no traceback, the status a shell reports
+    for a tool stopped by SIGPIPE."""
+    from app.sim.record import record
+
+    rec = record("healthy", tmp_path / "rec", duration=120, seed=1)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "replay", str(rec), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.readline()  # the reader takes one line, then goes away
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -9,6 +9,8 @@ Modules here may import any layer of ``app``; nothing outside ``app.cli`` import
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -64,5 +66,13 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    code: int = args.func(args)
+    try:
+        code: int = args.func(args)
+    except BrokenPipeError:
+        # The reader went away (``phasewatch replay --json | head``): as a Unix tool does,
+        # stop quietly; stdout is pointed at /dev/null so the interpreter's final flush
+        # does not raise again.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a tool killed by it
     return code
