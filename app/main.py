@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+import signal
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
@@ -18,6 +20,8 @@ from app.api.routes import (
     fleet,
     headroom,
     health,
+    probes,
+    reload,
     silences,
     slo,
     targets,
@@ -26,16 +30,27 @@ from app.api.routes import (
 from app.config import Settings
 from app.evaluate.settings import diagnosis_config
 from app.fleet.specs import slo_specs
+from app.reload import ConfigReloader
 from app.service import Service
+from app.sources.probe import probe_target
 from app.ui.fleetdata import FleetOptions
 from app.ui.mount import mount_live
 
 
-def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
+def create_app(
+    settings: Settings,
+    *,
+    start_jobs: bool = True,
+    reload_config: Callable[[], Settings] | None = None,
+    configure_logging: Callable[[Settings], None] | None = None,
+    reload_on_sighup: bool = False,
+) -> FastAPI:
     """Build the app; the service (store, scheduler, client) lives in the lifespan.
 
     A rule file that cannot be used raises :class:`~app.alerts.rules.RuleError` here,
     before anything is built (``config`` cannot check it: it knows no rules).
+    ``reload_config`` reads the configuration again for ``POST /-/reload`` (and
+    ``SIGHUP`` with ``reload_on_sighup``, for a process's main thread): ``app.reload``.
     """
     check_rule_files(settings.alerts)
 
@@ -43,11 +58,25 @@ def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         service = Service(settings)
         app.state.service = service
+        reloader = ConfigReloader(service, reload_config, configure_logging=configure_logging)
+        app.state.reloader = reloader
+        loop = asyncio.get_running_loop()
+        pending: set[asyncio.Task[object]] = set()
+
+        def on_sighup() -> None:
+            task = loop.create_task(reloader.reload("SIGHUP"))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+        if reload_on_sighup:
+            loop.add_signal_handler(signal.SIGHUP, on_sighup)
         if start_jobs:
             service.start()
         try:
             yield
         finally:
+            if reload_on_sighup:
+                loop.remove_signal_handler(signal.SIGHUP)
             await service.stop()
 
     app = FastAPI(
@@ -71,8 +100,10 @@ def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
     api.include_router(fleet.router)
     api.include_router(slo.router)
     api.include_router(headroom.router)
+    api.include_router(probes.router)
     app.include_router(api)
     app.include_router(health.router)
+    app.include_router(reload.router)
     mount_live(  # the Dash UI under /ui
         app,
         window=settings.window,
@@ -80,7 +111,10 @@ def create_app(settings: Settings, *, start_jobs: bool = True) -> FastAPI:
         source=settings.source,
         config=diagnosis_config(settings),
         fleet=FleetOptions.from_config(
-            settings.fleet, settings.storage, slo_specs(settings), settings.targets
+            settings.fleet,
+            settings.storage,
+            slo_specs(settings),
+            [*settings.targets, *map(probe_target, settings.probes)],  # probes: no replicas
         ),
         alerts=settings.alerts.enabled,
         warm=start_jobs,

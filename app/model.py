@@ -72,7 +72,14 @@ CORE_SIGNALS: tuple[str, ...] = ("ttft", "itl", "running", "waiting", "kv_usage"
 # ``external_prefix_*`` 0.12+, ``admission_rejections`` 0.33+) or only with a feature
 # configured (``spec_*``: speculative decoding), so their absence says nothing wrong.
 # Where each comes from: ``docs/vllm-signals.md``.
-OPTIONAL_GAUGE_SIGNALS: tuple[str, ...] = ("waiting_capacity", "waiting_deferred")
+OPTIONAL_GAUGE_SIGNALS: tuple[str, ...] = (
+    "waiting_capacity",
+    "waiting_deferred",
+    # A KV consumer only (disaggregated decode side): waiting requests by KV-load stage.
+    "kv_fetch_waiting_to_start",
+    "kv_fetch_in_progress",
+    "kv_fetch_completed_waiting",
+)
 OPTIONAL_COUNTER_SIGNALS: tuple[str, ...] = (
     "prompt_tokens_local_compute",
     "prompt_tokens_local_cache_hit",
@@ -83,6 +90,51 @@ OPTIONAL_COUNTER_SIGNALS: tuple[str, ...] = (
     "spec_draft_tokens",
     "spec_accepted_tokens",
     "admission_rejections",
+    # The NIXL KV connector (disaggregated prefill/decode): transfers that failed, failed
+    # notifications, requests whose KV lease expired on the prefill side, completion
+    # notifications that came after it (``docs/pd-fleets.md``).
+    "kv_xfer_failures",
+    "kv_failed_notifications",
+    "kv_expired",
+    "kv_notifications_after_expiry",
+)
+# The NIXL KV connector's histograms, one observation per successful transfer: its
+# duration, the time to post it, its bytes and its descriptors (``docs/pd-fleets.md``).
+OPTIONAL_HISTOGRAM_SIGNALS: tuple[str, ...] = (
+    "kv_xfer_time",
+    "kv_post_time",
+    "kv_xfer_bytes",
+    "kv_xfer_descriptors",
+)
+
+# A probe's stream (``app.sources.probe``: target = the probe's name): what a client saw
+# of each answer, what the server reported of its own work on it, and — for a probe of a
+# scraped target — that target's page over the same time. Their own names, so nothing
+# that sums servers' streams (fleets, SLOs) counts a probe as a request. Seconds and
+# tokens; ``docs/probes.md`` says what each one is.
+PROBE_HISTOGRAM_SIGNALS: tuple[str, ...] = (
+    "probe_connect",  # TCP (+TLS) connection
+    "probe_ttfb",  # request sent → answer's headers
+    "probe_ttft",  # the client's time to first token (from the start, connection and all)
+    "probe_itl",  # between output events, as the client received them
+    "probe_total",  # the whole answer
+    "probe_server_ttft",  # the server's own TTFT for the request, where it reported it
+    "probe_gap",  # probe_ttft − probe_server_ttft, per request
+    "probe_page_ttft",  # the scraped target's own TTFT histogram over the same time
+)
+PROBE_COUNTER_SIGNALS: tuple[str, ...] = (
+    "probe_attempts",
+    "probe_failures",
+    "probe_timeouts",  # failures without a complete answer in the probe's timeout
+    "probe_page_up",  # attempts that ended while the scraped target's /metrics answered
+    "probe_output_tokens",
+    "probe_decode_tokens",  # output tokens after the first…
+    "probe_decode_seconds",  # …over the client's first-to-last output event
+    "probe_server_prefill_tokens",  # the server's own: prompt tokens…
+    "probe_server_prefill_seconds",  # …in its prefill (Ollama: prompt evaluation)
+    "probe_server_decode_tokens",  # generated tokens…
+    "probe_server_decode_seconds",  # …in its decode (Ollama: evaluation)
+    "probe_page_generation_tokens",  # the scraped target's generated tokens meanwhile
 )
 
 

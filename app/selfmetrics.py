@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Container, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
@@ -18,6 +19,9 @@ class SelfMetrics:
     scrape_lag: Histogram
     rounds_missed: Counter
     scrape_gaps: Counter
+    held: Gauge
+    reload_ok: Gauge
+    reload_at: Gauge
 
 
 def build_self_metrics() -> SelfMetrics:
@@ -68,7 +72,68 @@ def build_self_metrics() -> SelfMetrics:
             "Fetches of a target that started more than 1.5 intervals after its previous one.",
             registry=reg,
         ),
+        held=Gauge(
+            "phasewatch_held_entries",
+            "Entries held in memory for the targets and streams scraped now, by kind.",
+            ["kind"],
+            registry=reg,
+        ),
+        reload_ok=Gauge(
+            "phasewatch_config_last_reload_successful",
+            "Whether the last configuration reload succeeded (1; the start-up load counts).",
+            registry=reg,
+        ),
+        reload_at=Gauge(
+            "phasewatch_config_last_reload_success_timestamp_seconds",
+            "When the configuration was last loaded successfully, Unix seconds.",
+            registry=reg,
+        ),
     )
+
+
+@dataclass
+class ReloadStatus:
+    """The configuration's last load: at start-up, or a reload (``app.reload``)."""
+
+    successful: bool = True
+    last_attempt: float | None = None
+    last_success: float | None = None
+    error: str | None = None
+    trigger: str = "start"
+
+
+def record_reload(m: SelfMetrics, status: ReloadStatus) -> None:
+    """Export a load's outcome, as Prometheus' ``prometheus_config_last_reload_*``."""
+    m.reload_ok.set(1 if status.successful else 0)
+    if status.last_success is not None:
+        m.reload_at.set(status.last_success)
+
+
+class TargetSeries:
+    """The targets' series of ``phasewatch_scrapes_total``: a target no longer scraped
+    loses them (as Prometheus drops a gone target's series), so churn adds none."""
+
+    def __init__(self, scrapes: Counter) -> None:
+        self.scrapes = scrapes
+        self._outcomes: dict[str, set[str]] = {}
+
+    def count(self, target: str, outcome: str) -> None:
+        self.scrapes.labels(target, outcome).inc()
+        self._outcomes.setdefault(target, set()).add(outcome)
+
+    def keep_only(self, live: Container[str]) -> list[str]:
+        """Drop the series of targets not in ``live``; return their names."""
+        gone = [name for name in self._outcomes if name not in live]
+        for name in gone:
+            for outcome in self._outcomes.pop(name):
+                self.scrapes.remove(name, outcome)
+        return gone
+
+
+def set_held(m: SelfMetrics, counts: Mapping[str, int]) -> None:
+    """Export what is held in memory per kind (``phasewatch_held_entries``)."""
+    for kind, n in counts.items():
+        m.held.labels(kind).set(n)
 
 
 # -- per-stream gauges: the latest window and diagnosis of every stream ------------------

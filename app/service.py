@@ -16,6 +16,7 @@ import math
 import socket
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -32,29 +33,45 @@ from app.evaluate.settings import diagnosis_config
 from app.fleet.slo import attainment
 from app.fleet.tracker import SloStatus
 from app.model import Window
-from app.read.headroom import HeadroomCache
+from app.pacing import BACKGROUND_SHARE, Pacer
+from app.probemetrics import build_probe_metrics
+from app.read.effects import TwinEffects
+from app.read.twincache import TwinCache
 from app.read.windows import WindowCache
 from app.scrape.client import ClientPool
 from app.selfmetrics import (
+    ReloadStatus,
     SelfMetrics,
     SloReading,
     StreamMetrics,
     StreamReading,
+    TargetSeries,
     build_self_metrics,
     build_slo_metrics,
     build_stream_metrics,
+    record_reload,
+    set_held,
     update_slo_metrics,
     update_stream_metrics,
 )
 from app.sources.base import Source
+from app.sources.combined import CombinedSource
+from app.sources.discovery import discovery_for
 from app.sources.follow import PrometheusFollower
 from app.sources.live import ScrapeSource
+from app.sources.probe import ProbeSource
 from app.store.health import error_kind
 from app.store.sqlite import Store
 
 log = logging.getLogger(__name__)
 
 RETENTION_EVERY_S = 600.0
+# Closed minutes are rolled up (app.store.rollups) every 20 s, each run at most this
+# long (a store written before roll-ups is back-filled over several runs).
+ROLLUP_EVERY_S = 20.0
+ROLLUP_RUN_MAX_S = 15.0
+# The hints' effects job looks at its queue this often (its CPU budget decides how much).
+EFFECTS_EVERY_S = 10.0
 # A target whose fetch starts this many intervals after its previous one had a gap.
 GAP_INTERVALS = 1.5
 
@@ -98,6 +115,9 @@ class Service:
         self.store = Store(settings.storage.path, recent_s=recent)
         self.source: Source
         self.scrape_clients: ClientPool | None = None
+        # A stored target no longer scraped (removed from the list); None: never known.
+        self.target_gone: Callable[[str], bool] | None = None
+        self.scraped: ScrapeSource | None = None  # the scrape of the targets, if any
         if settings.source.kind == "prometheus":
             self.source = PrometheusFollower(
                 settings.source,
@@ -111,10 +131,15 @@ class Service:
                 follow_redirects=False,
                 headers={"User-Agent": "phasewatch"},
             )
-            self.source = ScrapeSource(
-                settings.scrape, settings.targets, self.store, self.scrape_clients
+            scraped = ScrapeSource(
+                settings.scrape, discovery_for(settings), self.store, self.scrape_clients
             )
+            self.source, self.target_gone = scraped, scraped.is_gone
+            self.scraped = scraped
         self.metrics: SelfMetrics = build_self_metrics()
+        self.probes: ProbeSource | None = None
+        if settings.probes:  # beside the scraped targets, each probe a target of its own
+            self._add_probes(settings)
         self.diagnosis_config = diagnosis_config(settings)
         # Live: SLO burn rates are refreshed beside the alert rounds, not inside them.
         self.evaluator = Evaluator.from_settings(
@@ -124,6 +149,7 @@ class Service:
             targets=self.source.targets,
             ui_base_url=ui_base_url,
             background_slo=True,
+            gone=self.target_gone,
         )
         self.alerting = Alerting(
             settings.alerts,
@@ -136,14 +162,46 @@ class Service:
         self.slo_metrics = build_slo_metrics(self.metrics.registry)
         self.latest_slos: list[SloStatus] = []
         self.latest_readings: list[StreamReading] = []
-        # Headroom answers per stream and 5 minutes (app.read.headroom; computed on demand).
-        self.headroom_cache = HeadroomCache()
+        # The what-if twin's answers per stream and 5 minutes (app.read.twincache): headroom
+        # on demand; the hints' effects priced by a job of their own under a CPU budget.
+        self.twin_cache = TwinCache()
+        self.effects: TwinEffects | None = None
+        if settings.whatif.hint_effects:
+            self.effects = TwinEffects(
+                self.store.intervals,
+                self.diagnosis_config,
+                self.twin_cache,
+                cpu_share=settings.whatif.cpu_share,
+            )
+            self.evaluator.effects = self.effects
         self.window_cache = WindowCache(settings.scrape.interval + settings.scrape.timeout + 1.0)
-        self.metrics.targets.set(len(settings.targets))
+        self.metrics.targets.set(len(self.source.targets()))
+        self.reload_status = ReloadStatus(last_attempt=time.time(), last_success=time.time())
+        record_reload(self.metrics, self.reload_status)
+        self.scrape_series = TargetSeries(self.metrics.scrapes)
         self.scheduler = AsyncIOScheduler()
         self.started_at = time.time()
         self.round_clock: RoundClock | None = None
         self._fetched_at: dict[str, float] = {}
+
+    def _add_probes(self, settings: Settings) -> None:
+        """Run the configured probes as a source beside the scraped targets
+        (``app.sources.probe``): their answers in the store and on ``/metrics``."""
+        probe_metrics = build_probe_metrics(self.metrics.registry)
+        scraped = self.source
+        probes = self.probes = ProbeSource(
+            settings.probes,
+            settings.probing,
+            self.store,
+            max_bytes=settings.scrape.max_body_bytes,
+            linked=scraped.targets,
+            page_fresh_s=3.0 * settings.scrape.interval,
+            observe=probe_metrics.observe,
+        )
+        self.source = CombinedSource([scraped, probes])
+        gone = self.target_gone
+        if gone is not None:  # a probe is never a scraped target that went away
+            self.target_gone = lambda name: name not in probes.probes and gone(name)
 
     async def scrape_job(self) -> None:
         """Run one scrape round and account for it in the self-metrics.
@@ -167,7 +225,7 @@ class Service:
             return
         gap = GAP_INTERVALS * self.settings.scrape.interval
         for o in outcomes:
-            self.metrics.scrapes.labels(o.record.target, o.record.error_kind or "ok").inc()
+            self.scrape_series.count(o.record.target, o.record.error_kind or "ok")
             self.metrics.scrape_duration.observe(o.record.duration)
             if o.started is not None:
                 previous = self._fetched_at.get(o.record.target)
@@ -177,12 +235,27 @@ class Service:
                 if slot is not None:
                     self.metrics.scrape_lag.observe(max(0.0, o.started - slot))
         self.metrics.round_duration.observe(time.perf_counter() - t0)
+        self._account_targets()
+
+    def _account_targets(self) -> None:
+        """Drop what the service holds of targets no longer scraped (their series of
+        ``phasewatch_scrapes_total``, their last fetch time) and export what is held."""
+        live = self.source.targets()
+        self.metrics.targets.set(len(live))
+        for name in self.scrape_series.keep_only(live):
+            self._fetched_at.pop(name, None)
+        counts = self.scraped.held() if self.scraped is not None else {}
+        counts["fetch_times"] = len(self._fetched_at)
+        counts["stream_gauges"] = len(self.latest_readings)
+        counts["alerts"] = len(self.alerting.engine.alerts)
+        counts["slo_count_streams"] = self.evaluator.tracker.streams_held
+        set_held(self.metrics, counts)
 
     def evaluate_alerts(self, now: float) -> Evaluation:
         """One alert round at ``now`` (blocking): the evaluation round's instances judged
         by the rules and saved with the notifications they plan, then its diagnoses."""
         done = self.evaluator.run(now)
-        evaluation = self.alerting.engine.evaluate_once(done.instances, now)
+        evaluation = self.alerting.engine.evaluate_once(done.instances, now, gone=self.target_gone)
         self.evaluator.save(done)
         return evaluation
 
@@ -256,7 +329,9 @@ class Service:
         """Drop history older than the configured retention."""
         try:
             removed = self.store.enforce_retention(
-                time.time(), self.settings.storage.retention_days * 86400.0
+                time.time(),
+                self.settings.storage.retention_days * 86400.0,
+                self.settings.storage.rollup_retention_days * 86400.0,
             )
         except sqlite3.Error as exc:
             log.warning("retention skipped (store %s: %s)", error_kind(exc), exc)
@@ -264,6 +339,18 @@ class Service:
         if removed:
             log.info("retention removed %d rows", removed)
         self.metrics.store_bytes.set(self.store.size_bytes())
+
+    def rollup_job(self) -> None:
+        """Roll up the minutes that closed (every delta in them is stored: a scrape
+        interval and its timeout have passed), in at most half of the interpreter."""
+        try:
+            self.store.roll_up(
+                time.time() - self.window_cache.settle,
+                pace=Pacer(BACKGROUND_SHARE),
+                deadline=time.monotonic() + ROLLUP_RUN_MAX_S,
+            )
+        except sqlite3.Error as exc:
+            log.warning("roll-up skipped (store %s: %s)", error_kind(exc), exc)
 
     def liveness(self, now: float) -> dict[str, Any]:
         """Whether the scheduler runs (``starting`` until it does), the rounds each job has
@@ -308,9 +395,12 @@ class Service:
             else:
                 kind = rec.error_kind or "other" if rec is not None else "not_scraped"
                 down[kind] = down.get(kind, 0) + 1
-        ok = store.ok and all(r["ok"] for r in receivers)
+        ok = store.ok and all(r["ok"] for r in receivers) and self.reload_status.successful
+        discovery = getattr(self.scraped.discovery, "health", None) if self.scraped else None
         return {
             "status": "ok" if ok else "degraded",
+            "config": asdict(self.reload_status),
+            "discovery": discovery() if discovery is not None else [],
             "store": asdict(store),
             "outbox": {"backlog": backlog, "oldest_undelivered_age_s": oldest_age},
             "receivers": receivers,
@@ -355,6 +445,23 @@ class Service:
             max_instances=1,
             coalesce=True,
         )
+        self.scheduler.add_job(
+            self.rollup_job,
+            "interval",
+            seconds=ROLLUP_EVERY_S,
+            id="rollups",
+            max_instances=1,
+            coalesce=True,
+        )
+        if self.effects is not None:
+            self.scheduler.add_job(
+                self.effects.work,
+                "interval",
+                seconds=EFFECTS_EVERY_S,
+                id="hint_effects",
+                max_instances=1,
+                coalesce=True,
+            )
         self.alerting.schedule(self.scheduler)
         self.scheduler.start()
 

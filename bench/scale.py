@@ -27,12 +27,21 @@ same way, for information. Prints ``name: value`` lines; the last is the headlin
 Exit status 1 when a target (1,000 targets in 5 minutes: no missed interval, lag p99
 < 1 s, ≤ 1 core, ≤ 500 MB, ≤ 10 MB per stream-day) is not met.
 
+``--warmup 0`` measures from the first round (the cold start: parse templates, HTTP
+connections and stream ids built while the rounds run); ``--noisy`` keeps one core busy
+with another process the whole run (a neighbour on the host: the margin);
+``--hint-effects off`` runs without the hints' predicted effects (``whatif.hint_effects``;
+compare the two side by side for its cost; with the default ``healthy`` scenario no
+stream has a hint to price, so give a problem ``--scenario``).
+
     python bench/scale.py --targets 1000 --duration 300 [--interval 5] [--peer]
+        [--warmup S] [--noisy] [--hint-effects on|off] [--scenario NAME]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
@@ -57,6 +66,8 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from app.windows.quantile import bucket_quantile  # noqa: E402
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+# --noisy: a process that keeps one core busy (pure Python, no I/O) until it is stopped.
+BUSY_LOOP = "while True:\n    pass"
 TARGETS = {
     "missed_intervals": 0,
     "scrape_lag_p99_s": 1.0,
@@ -229,6 +240,7 @@ def run_phasewatch(
         "storage": {"path": str(db)},
         "server": {"host": "127.0.0.1", "port": port},
         "log": {"level": "WARNING"},
+        "whatif": {"hint_effects": args.hint_effects == "on"},
     }
     cfg = tmp / "phasewatch.yaml"
     cfg.write_text(yaml.safe_dump(config))
@@ -366,13 +378,29 @@ def main() -> int:
         help="one model name on every page (a fleet of one model) instead of one per target",
     )
     ap.add_argument("--peer", action="store_true", help="then run Prometheus the same way")
+    ap.add_argument(
+        "--noisy",
+        action="store_true",
+        help="another process keeps one core busy the whole run (a neighbour on the host)",
+    )
+    ap.add_argument(
+        "--hint-effects",
+        choices=("on", "off"),
+        default="on",
+        help="whatif.hint_effects: price problem streams' hints on the twin (default on)",
+    )
     ap.add_argument("--profile", metavar="FILE", help="py-spy record phasewatch (raw stacks)")
     args = ap.parse_args()
 
     load0 = Path("/proc/loadavg").read_text().split()[:3]
     with tempfile.TemporaryDirectory(prefix="pw-scale-") as name:
         tmp = Path(name)
-        with simulator(args, tmp) as (sim_pid, sim_url):
+        noise = (
+            started([sys.executable, "-c", BUSY_LOOP], tmp / "noise.log")
+            if args.noisy
+            else contextlib.nullcontext()
+        )
+        with noise, simulator(args, tmp) as (sim_pid, sim_url):
             pw = run_phasewatch(args, tmp, sim_url, sim_pid)
             peer = None
             if args.peer:
@@ -384,6 +412,7 @@ def main() -> int:
 
     missed = int(pw["missed_rounds"] + pw["gaps"])
     print(f"targets: {args.targets}")
+    print(f"noisy: {'one core kept busy by another process' if args.noisy else 'no'}")
     print(f"interval_s: {args.interval:g}")
     print(f"measured_s: {pw['wall']:.0f}")
     print(f"loadavg_before: {' '.join(load0)}")

@@ -101,6 +101,7 @@ def build_day(db: Path, now: float) -> tuple[str, float]:
         scrapes = [ScrapeRecord(TARGET, d.end, True, None, None, 0.01, 50_000, 0) for d in deltas]
         store.write_round(scrapes, deltas, [])
         k += 1
+    store.roll_up(now)  # as the service's roll-up job has done by now
     store.close()
     return model, first
 

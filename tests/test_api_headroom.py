@@ -59,7 +59,7 @@ def test_a_targets_headroom_says_what_breaks_first_and_is_kept(client: Client) -
     assert room["rate_scale"] < 1 and room["limit"] == "queue"
     assert room["text"].startswith("over its SLO at today's traffic: TTFT p99 breaks 2 s")
     assert body["end"] - body["start"] == 900
-    cache = client.app.state.service.headroom_cache  # type: ignore[attr-defined]
+    cache = client.app.state.service.twin_cache  # type: ignore[attr-defined]
     computed = cache.computed
     assert client.get("/api/v1/targets/r0/headroom").json() == body
     assert cache.computed == computed, "asked again within 5 minutes: served from the cache"

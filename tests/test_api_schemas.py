@@ -28,6 +28,8 @@ from app.api.routes import (
     fleet,
     headroom,
     health,
+    probes,
+    reload,
     silences,
     slo,
     targets,
@@ -73,6 +75,7 @@ ASKED: dict[tuple[str, str], str] = {
     ("GET", "/api/v1/fleets/{model}/headroom"): "/api/v1/fleets/llama/headroom",
     ("GET", "/api/v1/slos/{name}/history"): "/api/v1/slos/default/history",
     ("GET", "/api/v1/health/components"): "/api/v1/health/components",
+    ("GET", "/api/v1/probes"): "/api/v1/probes",
     ("GET", "/healthz"): "/healthz",
 }
 NOT_JSON = {("GET", "/metrics")}
@@ -95,10 +98,23 @@ def _vague(schema: dict[str, Any]) -> bool:
 
 def _routes() -> dict[tuple[str, str], APIRoute]:
     """Every route by (method, path), from the routers ``app.main`` mounts (all under
-    ``/api/v1`` but the health router's)."""
+    ``/api/v1`` but the health and reload routers')."""
     out = {}
-    for module in (alerts, diagnoses, fleet, headroom, health, silences, slo, targets, windows):
-        prefix = "" if module is health else "/api/v1"
+    modules = (
+        alerts,
+        diagnoses,
+        fleet,
+        headroom,
+        health,
+        probes,
+        reload,
+        silences,
+        slo,
+        targets,
+        windows,
+    )
+    for module in modules:
+        prefix = "" if module in (health, reload) else "/api/v1"
         for route in module.router.routes:
             if isinstance(route, APIRoute) and route.include_in_schema:
                 for method in route.methods:
@@ -151,6 +167,17 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     {"name": "down", "url": "http://127.0.0.1:1/metrics"},
                 ],
                 "scrape": {"interval": 0.5, "timeout": 2.0},
+                # A probe whose server answers nothing it can read (a failed probe).
+                "probes": [
+                    {
+                        "name": "p",
+                        "kind": "openai_completions",
+                        "url": srv.url("/probe"),
+                        "model": "m",
+                        "interval": 1,
+                        "timeout": 1,
+                    }
+                ],
                 "storage": {"path": str(tmp / "pw.db")},
                 "api_token": TOKEN,
                 "alerts": {
@@ -165,6 +192,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             api = svc.url + "/api/v1"
             wait_for(lambda: len(httpx.get(api + "/alerts").json()) >= 3)
             wait_for(lambda: httpx.get(api + "/diagnoses?target=a").json() != [])
+            wait_for(lambda: httpx.get(api + "/probes").json()[0]["latest"] is not None)
             yield svc.url
         finally:
             svc.close()

@@ -313,7 +313,9 @@ def test_a_reader_that_goes_away_stops_the_output_quietly(tmp_path: Path) -> Non
     for a tool stopped by SIGPIPE."""
     from app.sim.record import record
 
-    rec = record("healthy", tmp_path / "rec", duration=120, seed=1)
+    # Far more output than a pipe holds (64 KiB), so the writer is still writing when its
+    # reader goes away, whatever the size of a window's JSON.
+    rec = record("healthy", tmp_path / "rec", duration=600, seed=1)
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "replay", str(rec), "--json"],
         stdout=subprocess.PIPE,

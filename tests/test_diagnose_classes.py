@@ -33,14 +33,16 @@ def test_every_class_has_exactly_one_vocabulary_entry() -> None:
 def test_precedence_and_severity_come_from_the_vocabulary_order() -> None:
     assert PROBLEM_CLASSES == (
         C.STALLED,
+        C.TRANSFER_BOUND,
         C.KV_PRESSURE,
         C.QUEUE_BOUND,
         C.PREFILL_BOUND,
         C.DECODE_BOUND,
+        C.FRONTEND_BOUND,
     )
-    order = [C.STALLED, C.KV_PRESSURE, C.QUEUE_BOUND, C.PREFILL_BOUND, C.DECODE_BOUND]
-    order += [C.INSUFFICIENT_DATA, C.HEALTHY, C.IDLE]
-    assert [classes.severity(c) for c in order] == [7, 6, 5, 4, 3, 2, 1, 0]
+    order = [C.STALLED, C.TRANSFER_BOUND, C.KV_PRESSURE, C.QUEUE_BOUND, C.PREFILL_BOUND]
+    order += [C.DECODE_BOUND, C.FRONTEND_BOUND, C.INSUFFICIENT_DATA, C.HEALTHY, C.IDLE]
+    assert [classes.severity(c) for c in order] == [9, 8, 7, 6, 5, 4, 3, 2, 1, 0]
     assert classes.severity("no_such_class") == -1
 
 

@@ -15,6 +15,10 @@ SITUATIONS = {
     "decode_bound/prefill_interference",
     "decode_bound/bandwidth_bound",
     "decode_bound/spec_decode_regression",
+    "frontend_bound",
+    "transfer_bound/slow_transfer",
+    "transfer_bound/transfer_failures",
+    "transfer_bound/kv_expired",
     "insufficient_data",
 }
 

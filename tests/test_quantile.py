@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
 from app.model import HistogramDelta, Quantile
 from app.windows.quantile import (
+    _sparse_quantiles,
     almost_equal,
     bucket_quantile,
     cumulative_counts,
@@ -214,3 +216,28 @@ def test_out_of_range_q_is_answered_before_bounds_are_checked() -> None:
 
 
 # Random histograms (monotone in q, inside the bucket, against a reference): test_fuzz.py.
+
+
+def test_sparse_histograms_take_the_same_path_to_the_same_floats() -> None:
+    """``quantiles_of_delta`` skips building dense counts for whole increments; random
+    layouts (negative, zero and positive bounds) and counts give what the full port gives."""
+    rng = random.Random(7)
+    qs = [0.0, 1e-9, 0.25, 0.5, 0.9, 0.99, 1.0, -0.1, 1.1, math.nan]
+    taken = 0
+    for _ in range(20_000):
+        n = rng.randint(1, 6)
+        bounds = tuple(sorted(rng.sample([-1.0, 0.0, 0.001, 0.1, 0.5, 1.0, 2.0, 5.0, 10.0], n)))
+        buckets = {
+            i: float(rng.choice([1, 2, 3, 7, 100, 2**37]))
+            for i in range(n + 1)
+            if rng.random() < 0.5
+        }
+        hd = HistogramDelta(bounds, buckets, 1.0, sum(buckets.values()))
+        sparse = _sparse_quantiles(qs, hd)
+        if sparse is None:
+            continue
+        taken += 1
+        assert repr(sparse) == repr(
+            histogram_quantiles(qs, bounds, cumulative_counts(n + 1, buckets))
+        )
+    assert taken > 15_000

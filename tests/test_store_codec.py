@@ -1,9 +1,24 @@
-"""The store's payload encoding: rows written before the optional signals still decode."""
+"""The store's payload encodings: rows written before the optional signals still decode;
+binary rows, blocks and roll-ups give back every bit."""
 
 from __future__ import annotations
 
+import math
+from dataclasses import replace
+
 from app.model import HistogramDelta, IntervalDelta
 from app.store.codec import decode_delta, encode_delta
+from app.store.deltacodec import (
+    BlockEntry,
+    Shape,
+    decode_block,
+    decode_row,
+    encode_block,
+    encode_row,
+    shape_of,
+)
+from app.store.rollupcodec import decode_rollup, encode_rollup
+from app.windows.rollup import Rollup
 
 # encode_delta of DELTA by the codec before the optional signals ("z1" payloads).
 Z1_BLOB = bytes.fromhex(
@@ -56,3 +71,109 @@ def test_optional_signals_round_trip_and_zero_counters_stay_zero() -> None:
     blob = encode_delta(delta, lambda b: 0)
     assert blob[:2] == b"z2"
     assert decode(blob) == delta
+
+
+# -- the binary rows and blocks, and roll-ups -------------------------------------------
+ODD = IntervalDelta(
+    target="t",
+    model_name="m",
+    start=5.0,
+    end=10.0,
+    histograms={
+        # a count that is not the sum of the buckets, floats in buckets
+        "ttft": HistogramDelta((0.1, 0.5, 1.0), {0: 3.0, 3: 1.5}, 2.75, 7.0),
+        "itl": HistogramDelta((0.01,), {1: 2.0**53}, 1e300, 2.0**53),
+        "e2e": HistogramDelta((1.0, 2.0), {}, 0.0, 0.0),
+    },
+    counters={"prompt_tokens": 1200.0, "preemptions": 0.0, "neg": -3.0, "tiny": 5e-324},
+    gauges={
+        "running": 7.0,
+        "kv_usage": 0.4375,
+        "nan": math.nan,
+        "inf": math.inf,
+        "minus_inf": -math.inf,
+        "minus_zero": -0.0,
+        "big": 1e20,
+        "third": 1 / 3,
+    },
+    missing=("tpot", "queue_time"),
+)
+
+
+def _bits(d: IntervalDelta) -> str:
+    """Every float with its exact bits (NaN equals NaN, -0.0 differs from 0.0)."""
+    return repr(
+        {
+            "h": {
+                k: (
+                    h.bounds,
+                    [(i, v.hex()) for i, v in h.buckets.items()],
+                    h.sum.hex(),
+                    h.count.hex(),
+                )
+                for k, h in d.histograms.items()
+            },
+            "c": {k: v.hex() for k, v in d.counters.items()},
+            "g": {k: v.hex() for k, v in d.gauges.items()},
+            "rest": (d.start, d.end, d.reset, d.missing),
+        }
+    )
+
+
+def test_a_binary_row_keeps_every_float_bit_for_bit() -> None:
+    layouts: dict[tuple[float, ...], int] = {}
+    shapes: dict[Shape, int] = {}
+    shape = shape_of(ODD, lambda b: layouts.setdefault(b, len(layouts)))
+    blob = encode_row(ODD, shapes.setdefault(shape, len(shapes)))
+    back = decode_row(
+        blob,
+        target="t",
+        model_name="m",
+        start=5.0,
+        end=10.0,
+        reset=False,
+        shapes={v: k for k, v in shapes.items()}.__getitem__,
+        bounds_of={v: k for k, v in layouts.items()}.__getitem__,
+    )
+    assert _bits(back) == _bits(ODD)
+    assert len(blob) < len(encode_delta(ODD, lambda b: layouts[b]))
+
+
+def test_a_block_keeps_its_deltas_times_and_resets() -> None:
+    layouts: dict[tuple[float, ...], int] = {}
+    shape = shape_of(ODD, lambda b: layouts.setdefault(b, len(layouts)))
+    deltas = [
+        replace(ODD, start=5.0, end=10.0),
+        replace(ODD, start=10.0, end=15.25, reset=True),
+        replace(ODD, start=20.0, end=25.0, gauges={**ODD.gauges, "running": 8.0}),
+    ]
+    blob = encode_block([BlockEntry(d.end, d.start, d.reset, encode_row(d, 0)) for d in deltas])
+    back = decode_block(
+        blob,
+        target="t",
+        model_name="m",
+        shapes=[shape].__getitem__,
+        bounds_of={v: k for k, v in layouts.items()}.__getitem__,
+    )
+    assert [_bits(d) for d in back] == [_bits(d) for d in deltas]
+
+
+def test_a_rollup_keeps_its_sums_exact() -> None:
+    # 0.1 + 0.2 + 0.3 is not one float: the roll-up keeps the partials, not their rounding
+    parts = [
+        replace(ODD, start=e - 5.0, end=e, gauges={"kv": v}, counters={"x": v})
+        for e, v in ((15.0, 0.1), (20.0, 0.2), (25.0, 0.3), (30.0, math.inf))
+    ]
+    roll = Rollup(0.0, 60.0)
+    for d in parts:
+        roll.add(d)
+    layouts: dict[tuple[float, ...], int] = {}
+    blob = encode_rollup(roll, lambda b: layouts.setdefault(b, len(layouts)))
+    back = decode_rollup(
+        blob, start=0.0, end=60.0, bounds_of={v: k for k, v in layouts.items()}.__getitem__
+    )
+    assert repr(back.window(target="t", model_name="m", start=0.0, end=60.0)) == repr(
+        roll.window(target="t", model_name="m", start=0.0, end=60.0)
+    )
+    assert back.counters["x"].state() == roll.counters["x"].state()
+    assert back.histograms["ttft"].layouts[(0.1, 0.5, 1.0)].exact[3].state() == (0, (6.0,), 0, 0, 0)

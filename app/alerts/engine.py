@@ -18,6 +18,7 @@ from app.alerts.fields import Instance
 from app.alerts.history import AlertStore
 from app.alerts.outbox import NewRow
 from app.alerts.receivers import Notifier, receivers_from_config
+from app.alerts.retire import retire
 from app.alerts.rules import Rule, combine, default_rules, load_rule_file
 from app.alerts.silences import Silence, SilenceStore, silenced_by
 from app.alerts.state import Alert, Evaluation, Notice, RuleResult, evaluate, plan_notifications
@@ -65,12 +66,31 @@ class AlertEngine:
     def active_silences(self, now: float) -> list[Silence]:
         return [s for s in self.silences.list(since=now) if s.active(now)]
 
-    def evaluate_once(self, instances: Sequence[Instance], now: float) -> Evaluation:
-        """Evaluate ``instances``, plan notifications, and save it all in one transaction."""
+    def reconfigure(self, config: AlertsConfig, rules: Sequence[Rule]) -> None:
+        """Take new rules, receivers and settings (a reload) from the next round on; the
+        alerts keep their state (an alert whose rule is gone resolves as it would)."""
+        self.cfg = config
+        self.rules = list(rules)
+        self.receivers = receivers_from_config(config.receivers)
+
+    def evaluate_once(
+        self,
+        instances: Sequence[Instance],
+        now: float,
+        *,
+        gone: Callable[[str], bool] | None = None,
+    ) -> Evaluation:
+        """Evaluate ``instances``, plan notifications, and save it all in one transaction.
+
+        ``gone(target)``: the target is no longer scraped; its alerts resolve now with a
+        "target removed" annotation (:mod:`app.alerts.retire`)."""
         cfg = self.cfg
+        prev, retired = (self.alerts, []) if gone is None else retire(self.alerts, gone, now)
         result = evaluate(
-            self.rules, instances, now, self.alerts, resolved_retention=cfg.resolved_retention
+            self.rules, instances, now, prev, resolved_retention=cfg.resolved_retention
         )
+        if retired:
+            result = Evaluation(result.alerts, [*retired, *result.transitions], result.results)
         silences = self.active_silences(now)
 
         def silenced(labels: Mapping[str, str]) -> str | None:

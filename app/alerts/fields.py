@@ -23,6 +23,11 @@ per stream. A third scope, **slo** (one input per SLO and fleet, :func:`slo_inst
 carries the SLO's burn rates per window (``slo.burn_rate_5m`` … ``slo.burn_rate_1d``),
 its budget left, the fleet's diagnosis and its imbalance; a rule reading any of its own
 fields (``SLO_ONLY_FIELDS``) is evaluated once per SLO and fleet. Pure: no I/O, no clock.
+
+A probe's stream (``app.sources.probe``) also carries what a client saw: ``probe.<name>``
+for each reading of ``app.windows.probefacts.ProbeFacts`` (``probe.client_gap``,
+``probe.ttft_mean``, ``probe.failures``…; null on every other stream, the windows API's
+``probe`` object).
 """
 
 from __future__ import annotations
@@ -30,11 +35,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from dataclasses import fields as fields_of
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from app.diagnose.changes import change_of
 from app.model import PARTIAL_KINDS
+from app.windows.probefacts import ProbeFacts
 
 _LATENCY = ("ttft", "itl", "tpot", "e2e", "queue", "prefill", "decode")
 
@@ -58,6 +65,12 @@ WINDOW_FIELDS: dict[str, str] = {
     "intervals": "number",
     "reset": "bool",
     "missing": "list",
+}
+# A probe's window, the windows API's ``probe`` object flattened (null elsewhere).
+PROBE_FIELDS: dict[str, str] = {
+    f"probe.{f.name}": "bool" if f.type in ("bool", bool) else "number"
+    for f in fields_of(ProbeFacts)
+    if "hist" not in f.name
 }
 DIAGNOSIS_FIELDS: dict[str, str] = {
     "class": "string",
@@ -86,6 +99,7 @@ TARGET_FIELDS: dict[str, str] = {
 }
 STREAM_FIELDS: dict[str, str] = {
     **WINDOW_FIELDS,
+    **PROBE_FIELDS,
     **DIAGNOSIS_FIELDS,
     **TARGET_FIELDS,
     **SETTING_FIELDS,
@@ -207,8 +221,16 @@ def target_fields(
     return out
 
 
+def _hint_line(h: Mapping[str, Any]) -> str:
+    line = f"- {h.get('title', '')}: {h.get('action', '')}"
+    effect = h.get("effect")
+    if isinstance(effect, Mapping) and effect.get("text"):
+        line += f" — {effect['text']}"  # the what-if twin's prediction (app.diagnose.effects)
+    return line
+
+
 def _hint_lines(hints: Sequence[Mapping[str, Any]]) -> str:
-    return "\n".join(f"- {h.get('title', '')}: {h.get('action', '')}" for h in hints[:TOP_HINTS])
+    return "\n".join(_hint_line(h) for h in hints[:TOP_HINTS])
 
 
 def stream_fields(
@@ -229,6 +251,9 @@ def stream_fields(
         if isinstance(value, float) and not math.isfinite(value):
             value = None
         out[name] = value
+    probe = window.get("probe") or {}
+    for name in PROBE_FIELDS:
+        out[name] = probe.get(name.removeprefix("probe."))
     d = diagnosis or {}
     hints = list(d.get("hints") or [])
     out.update(

@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from app.alerts.engine import AlertEngine
-from app.alerts.outbox import Outbox, Sender
+from app.alerts.engine import AlertEngine, configured_rules
+from app.alerts.outbox import Outbox, ReceiverHealth, Sender
 from app.alerts.receivers import Notifier
 from app.alerts.state import AlertState, Evaluation
 from app.config import AlertsConfig
@@ -81,6 +81,39 @@ class Alerting:
             give_up_after=cfg.give_up_after,
             on_result=self._count,
         )
+
+    def reconfigure(self, config: AlertsConfig, scheduler: Any | None = None) -> None:
+        """Take new alert settings, rules and receivers (a reload): the alerts keep their
+        state, the outbox keeps its rows (a receiver no longer configured keeps its rows
+        undelivered, as after a restart), the jobs take the new intervals. Raises
+        :class:`~app.alerts.rules.RuleError` before changing anything if a rule file is bad.
+        """
+        rules = configured_rules(config)
+        old = self.config
+        self.config = config
+        self.engine.reconfigure(config, rules)
+        sender = self.sender
+        sender.receivers = {r.id: r for r in self.engine.receivers}
+        for r in self.engine.receivers:
+            sender.health.setdefault(r.id, ReceiverHealth())
+        sender.timeout = config.send_timeout
+        sender.retry_initial = config.retry_initial
+        sender.retry_max = config.retry_max
+        sender.give_up_after = config.give_up_after
+        if scheduler is None or not scheduler.running:
+            return
+        if old.enabled and not config.enabled:
+            for job in ("alerts", "outbox"):
+                scheduler.remove_job(job)
+        elif config.enabled and not old.enabled:
+            self.schedule(scheduler)
+        elif config.enabled:
+            if config.evaluation_interval != old.evaluation_interval:
+                scheduler.reschedule_job(
+                    "alerts", trigger="interval", seconds=config.evaluation_interval
+                )
+            if config.send_interval != old.send_interval:
+                scheduler.reschedule_job("outbox", trigger="interval", seconds=config.send_interval)
 
     def _count(self, receiver: Notifier, outcome: str) -> None:
         if self._sent is not None:

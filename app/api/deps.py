@@ -21,7 +21,7 @@ from app.config import FleetConfig, ScrapeConfig, Settings, StorageConfig, Windo
 from app.diagnose import DiagnosisConfig
 from app.fleet.slo import SloSpec
 from app.fleet.tracker import SloStatus, SloTracker
-from app.read.headroom import HeadroomCache
+from app.read.twincache import TwinCache
 from app.read.windows import WindowCache
 from app.selfmetrics import SelfMetrics
 from app.service import Service
@@ -35,7 +35,7 @@ __all__ = [
     "DiagnosesDep",
     "DiagnosisConfigDep",
     "EvaluateSlosDep",
-    "HeadroomCacheDep",
+    "TwinCacheDep",
     "FleetConfigDep",
     "OutboxDep",
     "ScrapeConfigDep",
@@ -100,8 +100,8 @@ def get_store(service: ServiceDep) -> Store:
     return service.store
 
 
-def get_headroom_cache(service: ServiceDep) -> HeadroomCache:
-    return service.headroom_cache
+def get_twin_cache(service: ServiceDep) -> TwinCache:
+    return service.twin_cache
 
 
 def get_targets(service: ServiceDep) -> Mapping[str, TargetState]:
@@ -129,7 +129,7 @@ def get_self_metrics(service: ServiceDep) -> SelfMetrics:
 
 
 StoreDep = Annotated[Store, Depends(get_store)]
-HeadroomCacheDep = Annotated[HeadroomCache, Depends(get_headroom_cache)]
+TwinCacheDep = Annotated[TwinCache, Depends(get_twin_cache)]
 TargetsDep = Annotated[Mapping[str, TargetState], Depends(get_targets)]
 """Every target the source knows now (configured or discovered), by name."""
 TargetLabelsDep = Annotated[dict[str, dict[str, str]], Depends(get_target_labels)]

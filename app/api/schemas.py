@@ -10,7 +10,7 @@ an answer carries that its model does not declare still goes out, never dropped
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
@@ -32,6 +32,44 @@ class Answer(BaseModel):
     """Base of the response models: undeclared fields pass through, never dropped."""
 
     model_config = ConfigDict(extra="allow")
+
+
+class ProbeWindowPublic(Answer):
+    """What a probe's window says (``app.windows.probefacts.ProbeFacts``): answers and
+    failures; the client's TTFT, token gaps, connection and first byte, seconds; the
+    server's own TTFT (per request, or its page's p50 over the window when estimated)
+    and the client gap; decode and prefill tokens/s, the client's and the server's."""
+
+    attempts: float
+    failures: float
+    timeouts: float
+    page_up: float | None
+    ttft_n: float
+    ttft_mean: float | None
+    ttft_p50: float | None
+    ttft_p99: float | None
+    ttft_p99_ge: bool
+    itl_n: float
+    itl_mean: float | None
+    itl_p50: float | None
+    itl_p99: float | None
+    itl_p99_ge: bool
+    connect_mean: float | None
+    ttfb_mean: float | None
+    total_mean: float | None
+    server_ttft_n: float
+    server_ttft_mean: float | None
+    page_ttft_n: float | None
+    page_ttft_p50: float | None
+    page_generation_tokens: float | None
+    client_gap: float | None
+    client_gap_share: float | None
+    client_gap_estimated: bool
+    client_ttft: float | None
+    decode_tps: float | None
+    server_decode_tps: float | None
+    server_prefill_tps: float | None
+    server_prefill_mean: float | None
 
 
 class WindowPublic(Answer):
@@ -102,6 +140,9 @@ class WindowPublic(Answer):
     intervals: int = Field(description="scrape intervals summed")
     reset: bool = Field(description="a counter reset (a restart) inside the window")
     missing: list[str] = Field(description="signals the page does not carry")
+    probe: ProbeWindowPublic | None = Field(
+        None, description="a probe's stream only: what a client saw (docs/probes.md)"
+    )
 
 
 class EvidencePublic(Answer):
@@ -129,6 +170,13 @@ class HintPublic(Answer):
     why: str
     # Rows stored before hints carried their evidence lack it.
     evidence: str = Field(default="", description="the reading behind it, with its numbers")
+    setting: dict[str, float] | None = Field(
+        default=None, description="the knob the action sets, in the what-if twin's words"
+    )
+    effect: dict[str, Any] | None = Field(
+        default=None,
+        description="the what-if twin's predicted effect on TTFT and ITL p99 (verdict, text)",
+    )
 
 
 class TallyPublic(Answer):

@@ -19,10 +19,12 @@ from typing import Any
 
 from app.alerts.rules import RuleError
 from app.cli.diagnose import add_diagnosis_options, config_from, fail
+from app.cli.replay_fleet import run_fleet_replay
 from app.cli.rules import replayed
 from app.config import ConfigError
 from app.diagnose.records import PROBLEM_CLASSES, Diagnosis
 from app.diagnose.render import render
+from app.evaluate.fleet_replay import is_fleet_recording
 from app.evaluate.replay import diagnose_scrapes
 from app.sources.recording import read_scrapes
 
@@ -31,7 +33,9 @@ def register(sub: Any) -> None:
     r: argparse.ArgumentParser = sub.add_parser(
         "replay",
         help="diagnose a recording folder window by window (and the alerts it would fire)",
-        description="A folder of <unix-seconds>.prom pages → the diagnosis timeline.",
+        description="A folder of <unix-seconds>.prom pages → the diagnosis timeline; a "
+        "folder of such folders (one per replica: a fleet, e.g. a P/D fleet's recording) → "
+        "each window's pools, client TTFT and imbalance.",
     )
     r.add_argument("dir", metavar="DIR", help="folder of <unix-seconds>.prom pages")
     r.add_argument("--window", type=float, default=60.0, help="window length, s (default 60)")
@@ -47,6 +51,8 @@ def _ts(t: float) -> str:
 
 
 def run_replay(args: argparse.Namespace) -> int:
+    if is_fleet_recording(args.dir):  # one sub-folder per replica: a fleet (P/D pools)
+        return run_fleet_replay(args)
     try:
         config = config_from(args)
         scrapes = read_scrapes(Path(args.dir), args.target)

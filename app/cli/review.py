@@ -52,6 +52,11 @@ def register(sub: Any) -> None:
     p.add_argument("--resolution", type=float, help="query_range step, s (default 5 s or more)")
     p.add_argument("--raw", action="store_true", help="read the raw stored samples")
     p.add_argument("--spike-factor", type=float, default=3.0, help="× baseline p99 is a spike")
+    p.add_argument(
+        "--no-effects",
+        action="store_true",
+        help="do not price the findings' hints on the what-if twin (seconds each)",
+    )
     p.add_argument("--target-label", help="label naming a target (default instance)")
     p.add_argument("--bearer-token-file", metavar="FILE", help="file holding a bearer token")
     p.add_argument("--basic-auth", metavar="USER:PASSWORD", help="basic auth credentials")
@@ -161,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
                 config=config,
                 spike_factor=args.spike_factor,
                 rules=rules,
+                effects=not args.no_effects,
             )
         finally:
             await source.aclose()

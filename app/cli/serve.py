@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from app.cli.config import load_config
@@ -63,35 +64,58 @@ def run_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    if not settings.targets and settings.source.kind == "scrape":
+    discovered = settings.file_sd or settings.http_sd
+    if not settings.targets and not discovered and settings.source.kind == "scrape":
         print(
-            "config error: no targets: give --target NAME=URL or a config file with targets",
+            "config error: no targets: give --target NAME=URL or a config file with targets, "
+            "file_sd or http_sd",
             file=sys.stderr,
         )
         return 2
-    return serve(settings)
+    return serve(settings, reload_config=lambda: settings_from_args(args))
 
 
-def serve(settings: Settings) -> int:
-    """Run the service in the foreground until interrupted."""
-    import uvicorn
-
-    from app.main import create_app
-    from app.store.sqlite import StoreError
-
+def configure_logging(settings: Settings) -> None:
+    """The root logger for ``settings.log``, every configured secret scrubbed."""
     setup_logging(
         settings.log.level,
         json_lines=settings.log.json_lines,
         secrets=collect_secrets(settings.model_dump()),
     )
+
+
+def serve(settings: Settings, reload_config: Callable[[], Settings] | None = None) -> int:
+    """Run the service in the foreground until interrupted; ``reload_config`` reads the
+    configuration again on ``SIGHUP`` and ``POST /-/reload``."""
+    import uvicorn
+
+    from app.main import create_app
+    from app.store.sqlite import StoreError
+
+    configure_logging(settings)
     if settings.server.port == 0:
         settings = settings.model_copy(
             update={"server": settings.server.model_copy(update={"port": free_port()})}
         )
+    port = settings.server.port
+
+    def reload() -> Settings:  # port 0 again means the port chosen at start-up
+        assert reload_config is not None
+        new = reload_config()
+        if new.server.port == 0:
+            new = new.model_copy(update={"server": new.server.model_copy(update={"port": port})})
+        return new
+
     try:
-        app = create_app(settings)
+        app = create_app(
+            settings,
+            reload_config=reload if reload_config is not None else None,
+            configure_logging=configure_logging,
+            reload_on_sighup=True,
+        )
         print(
-            f"phasewatch: {len(settings.targets)} target(s), API on "
+            f"phasewatch: {len(settings.targets)} target(s)"
+            f"{_discovery_note(settings)}, API on "
             f"http://{settings.server.host}:{settings.server.port}/api/v1 (docs at /docs)",
             flush=True,
         )
@@ -109,6 +133,11 @@ def serve(settings: Settings) -> int:
         print(f"store error: {exc}", file=sys.stderr)
         return 2
     return 0
+
+
+def _discovery_note(settings: Settings) -> str:
+    n = len(settings.file_sd) + len(settings.http_sd)
+    return f" and {n} discovery config(s)" if n else ""
 
 
 def free_port() -> int:

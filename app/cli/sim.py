@@ -2,6 +2,7 @@
 
 Serve:  phasewatch sim --scenario healthy [--port 8000] [--replicas N] [--vllm-version 0.33]
         phasewatch sim --scenario healthy --replicas 3 --replica-set 2:workload.rate_multiplier=3
+        phasewatch sim --scenario pd_slow_transfer     (a P/D fleet: docs/pd-fleets.md)
 Record: phasewatch sim --scenario incident --record DIR [--duration 900] [--seed 1]
 List:   phasewatch sim --list
 
@@ -184,9 +185,14 @@ def _run(args: argparse.Namespace) -> int:
             timeline = timeline_text(sc)
             if timeline:
                 print(f"{'':37s} phases: {timeline}")
+        _list_pd()
         return 0
     if not args.scenario:
         return _fail("--scenario is required (or --list)")
+    from app.sim.pd_scenario import is_pd
+
+    if is_pd(args.scenario):
+        return _run_pd(args)
     try:
         base = overrides_from(args)
         sc = scenarios.load(args.scenario, base)
@@ -202,6 +208,75 @@ def _run(args: argparse.Namespace) -> int:
         return _serve(args, sc, own)
     except SimConfigError as exc:
         return _fail(str(exc))
+
+
+def _list_pd() -> None:
+    """The P/D fleets: their pools and what each phase does."""
+    from app.sim.pd_scenario import available_pd, load_pd
+
+    for name in available_pd():
+        pd = load_pd(name)
+        pools = f"{pd.prefill_replicas}P{pd.decode_replicas}D"
+        print(f"{name:22s} {pools + ' fleet':14s} {pd.description}")
+        timeline = timeline_text(pd.fleet)
+        if timeline:
+            print(f"{'':37s} phases: {timeline}")
+
+
+def _run_pd(args: argparse.Namespace) -> int:
+    """A P/D fleet: recorded (one folder per replica) or served (``app.sim.pd_server``)."""
+    from app.sim.pd_record import DEFAULT_EPOCH, record_pd
+    from app.sim.pd_scenario import load_pd
+    from app.sim.pd_server import start_pd_server
+
+    if args.replicas != 1 or args.replica_set or args.engines or args.model_per_replica:
+        return _fail(
+            "a P/D scenario sets its pools: --set pd.prefill.replicas=N, "
+            "--set pd.decode.replicas=N (not --replicas, --replica-set, --engines)"
+        )
+    try:
+        sc = load_pd(args.scenario, overrides_from(args))
+    except SimConfigError as exc:
+        return _fail(str(exc))
+    if args.record:
+        if args.duration is not None and args.duration <= 0:
+            return _fail(f"--duration must be positive, got {args.duration}")
+        start = DEFAULT_EPOCH if args.start is None else args.start
+        try:
+            out = record_pd(
+                sc,
+                args.record,
+                args.duration,
+                args.seed,
+                version=args.vllm_version,
+                start_unix=start,
+            )
+        except OSError as exc:
+            return _fail(f"cannot write the recording to {args.record}: {exc}")
+        print(f"wrote {out} ({sc.prefill_replicas}P{sc.decode_replicas}D: one folder per replica)")
+        return 0
+    if not 0 <= args.port <= 65535:
+        return _fail(f"--port must be in 0..65535, got {args.port}")
+    if args.speed <= 0:
+        return _fail(f"--speed must be positive, got {args.speed}")
+    try:
+        server, thread, url = start_pd_server(
+            sc, args.port, args.seed, version=args.vllm_version, host=args.host, speed=args.speed
+        )
+    except OSError as exc:
+        return _fail(f"cannot listen on {args.host}:{args.port}: {exc}")
+    print(f"listening on {url}", flush=True)
+    for i, (name, role) in enumerate(server.live.names):
+        print(f"{role:8s} {name:12s} {url}/replica/{i}/metrics", flush=True)
+    print(f"router   {url}/v1/completions · fleet {url}/fleet", flush=True)
+    try:
+        thread.join()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+        server.server_close()
+    return 0
 
 
 def _fail(message: str) -> int:

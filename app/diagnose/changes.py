@@ -70,6 +70,7 @@ from app.diagnose.hints import reorder
 from app.diagnose.records import BaselineInfo, Change, Diagnosis
 from app.diagnose.render import change_sentence
 from app.model import Derived, Window
+from app.windows.probefacts import is_probe_window
 
 __all__ = [
     "COMPARED",
@@ -547,8 +548,9 @@ def with_changes(
 
     The hints that address the headline change move first: built again with the
     baseline's numbers under ``config`` (the one the window was diagnosed with), or,
-    without it, reordered as they are (``hints.reorder``)."""
-    if str(diagnosis.cls) not in COMPARED:
+    without it, reordered as they are (``hints.reorder``). A probe's window is not
+    compared: the numbers a baseline holds are a server's."""
+    if str(diagnosis.cls) not in COMPARED or is_probe_window(window):
         return diagnosis
     info = None if baseline is None else baseline.info
     changes: tuple[Change, ...] = ()

@@ -50,6 +50,8 @@ class DiagnosisClass(StrEnum):
     QUEUE_BOUND = "queue_bound"
     KV_PRESSURE = "kv_pressure"
     STALLED = "stalled"
+    FRONTEND_BOUND = "frontend_bound"
+    TRANSFER_BOUND = "transfer_bound"
 
 
 class SubCause(StrEnum):
@@ -61,7 +63,10 @@ class SubCause(StrEnum):
     (``capacity_loss``), or admission is deferred, not short of capacity (``deferred``).
     Decode: prefill chunks stall decode steps (``prefill_interference``), every step is
     slow (``bandwidth_bound``), or speculative decoding stopped multiplying the tokens
-    per step (``spec_decode_regression``).
+    per step (``spec_decode_regression``). Transfer (disaggregated prefill/decode): the
+    KV transfer between the pools takes the larger part of the first token's wait
+    (``slow_transfer``), transfers fail (``transfer_failures``), or KV held for a transfer
+    expires before it is read (``kv_expired``).
     """
 
     LONG_PROMPTS = "long_prompts"
@@ -72,6 +77,9 @@ class SubCause(StrEnum):
     PREFILL_INTERFERENCE = "prefill_interference"
     BANDWIDTH_BOUND = "bandwidth_bound"
     SPEC_DECODE_REGRESSION = "spec_decode_regression"
+    SLOW_TRANSFER = "slow_transfer"
+    TRANSFER_FAILURES = "transfer_failures"
+    KV_EXPIRED = "kv_expired"
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,10 +104,29 @@ C = DiagnosisClass
 _WHITE, _BLACK = "#ffffff", "#000000"
 
 # Most severe first (module docstring): the problem classes' order is their precedence.
-# Fills, in order: black, vermillion, reddish purple, orange, blue (Okabe–Ito), grey,
-# bluish green, sky blue — the swatches of ``app.ui.palette``.
+# Fills, in order: black, wine (Tol's, darker than every Okabe–Ito hue but black),
+# vermillion, reddish purple, orange, blue, yellow (Okabe–Ito), grey, bluish green, sky blue —
+# the swatches of ``app.ui.palette``. Plotly has eight fill patterns for ten classes:
+# frontend_bound shares "x" with insufficient_data, whose grey is far from its yellow in
+# lightness too, and transfer_bound "." with idle, dark wine against light sky blue (and
+# every class has its text label).
 VOCABULARY: tuple[ClassTerm, ...] = (
     ClassTerm(C.STALLED, "Stalled", "STALLED", "#000000", _WHITE, "|", problem=True),
+    # Disaggregated prefill/decode: the KV cache's trip between the pools. Before KV
+    # pressure: a prefill pool full of KV held for transfers the decode side is late to
+    # read is the transfer's doing (a decode pool short of blocks to receive into shows
+    # as waiting to start, which the transfer rule leaves to KV pressure); before
+    # queueing: requests waiting for their KV are deferred, not short of slots.
+    ClassTerm(
+        C.TRANSFER_BOUND,
+        "Transfer-bound",
+        "TRANSFER",
+        "#882255",
+        _WHITE,
+        ".",
+        problem=True,
+        sub_causes=(SubCause.SLOW_TRANSFER, SubCause.TRANSFER_FAILURES, SubCause.KV_EXPIRED),
+    ),
     ClassTerm(C.KV_PRESSURE, "KV-cache pressure", "KV", "#D55E00", _WHITE, "+", problem=True),
     ClassTerm(
         C.QUEUE_BOUND,
@@ -135,6 +162,9 @@ VOCABULARY: tuple[ClassTerm, ...] = (
             SubCause.SPEC_DECODE_REGRESSION,
         ),
     ),
+    # What a client sees beyond what the server reports: the network, a proxy, the API
+    # server's own work (a probe's stream only; the server's own problems come first).
+    ClassTerm(C.FRONTEND_BOUND, "Frontend-bound", "FRONTEND", "#F0E442", _BLACK, "x", problem=True),
     ClassTerm(C.INSUFFICIENT_DATA, "Insufficient data", "NO DATA", "#999999", _BLACK, "x"),
     ClassTerm(C.HEALTHY, "Healthy", "OK", "#009E73", _WHITE, ""),
     ClassTerm(C.IDLE, "Idle", "IDLE", "#56B4E9", _BLACK, "."),
@@ -153,8 +183,8 @@ def term(cls: str) -> ClassTerm | None:
 
 
 def severity(cls: str) -> int:
-    """Higher is worse: stalled > KV pressure > queue > prefill > decode > no data >
-    healthy > idle; -1 for a value not in the vocabulary."""
+    """Higher is worse: stalled > transfer > KV pressure > queue > prefill > decode >
+    frontend > no data > healthy > idle; -1 for a value not in the vocabulary."""
     return _SEVERITY.get(cls, -1)
 
 

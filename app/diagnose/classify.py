@@ -19,6 +19,9 @@ Order of decision:
    that could not be judged (a lower bound under its SLO) leaves the window
    insufficient_data; so do failed scrapes that leave nothing wrong to report.
 
+A probe's window (``app.windows.probefacts.is_probe_window``: a client's view of a server, no load
+gauges) is judged by ``probe.diagnose_probe`` instead.
+
 ``ttft_slo`` and ``itl_slo`` on the diagnosis are the one judgement of each SLO
 (``slo.verdict``: over / unproven / within) the alert rules and the UI read too.
 
@@ -41,6 +44,7 @@ from app.diagnose.classes import PROBLEM_CLASSES, DiagnosisClass, situation
 from app.diagnose.config import DEFAULT_CONFIG, DiagnosisConfig, Slo
 from app.diagnose.facts import Facts, derive
 from app.diagnose.hints import rank_hints
+from app.diagnose.probe import diagnose_probe, is_probe_window
 from app.diagnose.records import Diagnosis, Evidence, Finding, Roofline, fmt_value
 from app.diagnose.roofline import roofline
 from app.diagnose.server import ServerView, resolve
@@ -66,9 +70,14 @@ def diagnose(
     the caller knows about scrapes the window lacks; the window itself only has deltas
     between successful ones. ``baseline``: the stream's healthy baseline, if known.
     """
+    if is_probe_window(window):  # a probe's stream: judged as a client sees the server
+        return diagnose_probe(
+            window, config, failed_scrapes=failed_scrapes, attempted_scrapes=attempted_scrapes
+        )
     facts = derive(window)
     slo = config.slo_for(window.target, window.model_name)
-    roof = roofline(config.hardware, facts.itl_mean) if config.hardware else None
+    hardware = config.hardware_for(window.target)
+    roof = roofline(hardware, facts.itl_mean) if hardware else None
     server = server_view(window, config)
 
     judged = rules.inputs(facts, config, slo, baseline)
@@ -319,7 +328,7 @@ def with_baseline(
     the class, findings and confidence stay. The SLOs are the ones ``d`` was judged
     against; ``config`` gives the thresholds. Any other window, or no baseline: ``d``.
     """
-    if baseline is None or d.cls not in rules.PROBLEM_RULES:
+    if baseline is None or d.cls not in rules.PROBLEM_RULES or is_probe_window(window):
         return d
     facts = derive(window)
     slo = Slo(ttft_p99=d.slo_ttft_p99, itl_p99=d.slo_itl_p99)
@@ -348,7 +357,7 @@ def with_changed_hints(
     """``d`` with its hints ranked again now that its ``changes`` are known: the hints
     that address the headline change first (``hints.focus``), their evidence against
     the ``baseline``. A window that is not a problem, or has no changes: ``d``."""
-    if not d.changes or d.cls not in rules.PROBLEM_RULES:
+    if not d.changes or d.cls not in rules.PROBLEM_RULES or is_probe_window(window):
         return d
     facts = derive(window)
     slo = Slo(ttft_p99=d.slo_ttft_p99, itl_p99=d.slo_itl_p99)

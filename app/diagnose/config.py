@@ -76,6 +76,15 @@ class DiagnosisConfig:
     # the waiting average: the larger part of the queue would not move with more capacity.
     deferred_share_min: float = 0.5
 
+    # --- the KV transfer of disaggregated prefill/decode (``transfer.py``) --------------------
+    # The transfer is the larger part of the wait for a first token from this share: the
+    # first token is late because its KV is on the way, as queueing is judged.
+    transfer_share_min: float = 0.5
+    # More than this share of the transfers fail: each failed request errors (vLLM's
+    # default kv_load_failure_policy "fail") or is prefilled again on the decode side.
+    # 1 % is where peers start warning about an error share.
+    transfer_failure_share_min: float = 0.01
+
     # --- speculative decoding ----------------------------------------------------------------
     # Fewer accepted draft tokens per draft than this (vLLM's mean acceptance length 1 + it
     # below 2): a verify step yields under two tokens per sequence, so speculation no longer
@@ -140,8 +149,23 @@ class DiagnosisConfig:
     server: ServerSettings = ServerSettings()
     servers: tuple[tuple[str, ServerSettings], ...] = ()
 
+    # --- the frontend (a probe's stream: what a client sees beside what the server says) ---
+    # A client's first token later than the server's own TTFT by more than this, seconds…
+    # (a round trip across a region is tens of ms; 100 ms is past any healthy network)
+    frontend_gap_min: float = 0.1
+    # …and by more than this share of the client's TTFT: the larger part of the wait is
+    # outside the engine (network, proxy, the API server's tokenising).
+    frontend_gap_share: float = 0.5
+
     # --- roofline (optional) -----------------------------------------------------------------
     hardware: Hardware | None = None
+    # Per target (a probe's ``device`` and model size); ``hardware`` for the others.
+    hardware_by_target: tuple[tuple[str, Hardware], ...] = ()
+
+    def hardware_for(self, target: str) -> Hardware | None:
+        """The device and weights of one target's server: its own, else ``hardware``."""
+        own = next((h for name, h in self.hardware_by_target if name == target), None)
+        return own or self.hardware
 
     def server_for(self, target: str) -> ServerSettings:
         """The settings of one target's server: its own, with ``server``'s over them."""

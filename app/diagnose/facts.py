@@ -38,6 +38,8 @@ from app.model import (
     Quantile,
     Window,
 )
+from app.windows.probefacts import ProbeFacts, probe_facts
+from app.windows.transferfacts import TransferFacts, transfer_facts
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +99,10 @@ class Facts:
     spec_draft_tokens: float | None
     missing: tuple[str, ...]
     derived: Derived
+    # A probe's window (``app.windows.probefacts``): what a client saw beside what the server said.
+    probe: ProbeFacts | None = None
+    # A P/D member's window (``app.windows.transferfacts``): its KV transfer.
+    transfer: TransferFacts | None = None
 
     def numbers(self) -> dict[str, float | None]:
         """The numeric readings, for ``Diagnosis.facts`` (flags and lists left out)."""
@@ -106,6 +112,10 @@ class Facts:
             if isinstance(value, bool) or not isinstance(value, int | float | None):
                 continue
             out[f.name] = None if value is None else float(value)
+        if self.probe is not None:
+            out.update(self.probe.numbers())
+        if self.transfer is not None:
+            out.update(self.transfer.numbers())
         return out
 
 
@@ -300,4 +310,6 @@ def derive(window: Window) -> Facts:
         spec_draft_tokens=window.increases.get("spec_draft_tokens"),
         missing=_missing(window),
         derived=window.derived,
+        probe=probe_facts(window),
+        transfer=transfer_facts(window),
     )

@@ -62,59 +62,20 @@ Numbers, and the physics.md line each traces to:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from app.diagnose.classes import DiagnosisClass, SubCause, situation
 from app.diagnose.config import DiagnosisConfig, Slo
 from app.diagnose.facts import Facts
+
+# The catalog's records, re-exported: builders and callers import them from either module.
+from app.diagnose.hintspec import Builder as Builder
+from app.diagnose.hintspec import Context as Context
+from app.diagnose.hintspec import HintSpec as HintSpec
+from app.diagnose.hintspec import Made as Made
 from app.diagnose.records import Change, Hint, Roofline
 from app.diagnose.server import ServerSettings, ServerView, Setting, resolve
+from app.diagnose.transfer_hints import TRANSFER_HINTS
 from app.model import Derived
-
-
-@dataclass(frozen=True, slots=True)
-class Context:
-    """What a hint builder reads: the window, its situation, the thresholds and SLOs,
-    the server's settings, the roofline, the baseline and what changed."""
-
-    situation: str
-    facts: Facts
-    config: DiagnosisConfig
-    server: ServerView
-    slo: Slo
-    roof: Roofline | None = None
-    baseline: Derived | None = None
-    changes: tuple[Change, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Made:
-    """A built hint: the action with its value, the evidence with its numbers, and
-    whether the evidence makes it the lever (promoted)."""
-
-    action: str
-    evidence: str
-    promoted: bool = False
-
-
-Builder = Callable[[Context], Made | None]
-
-
-@dataclass(frozen=True, slots=True)
-class HintSpec:
-    """One catalog entry. ``applies`` maps a situation (class or class/sub-cause) to its
-    base rank; ``build`` makes the hint from the evidence (None: not shown);
-    ``addresses`` the changes it answers (``signal+`` rose, ``signal-`` fell)."""
-
-    id: str
-    title: str
-    why: str
-    applies: Mapping[str, int]
-    build: Builder
-    addresses: tuple[str, ...] = ()
-    conflicts: tuple[str, ...] = ()
-
 
 # The situations the catalog is keyed by (``classes.situation``: class or class/sub-cause).
 C = DiagnosisClass
@@ -130,6 +91,7 @@ INTERFERENCE = situation(C.DECODE_BOUND, S.PREFILL_INTERFERENCE)
 BANDWIDTH = situation(C.DECODE_BOUND, S.BANDWIDTH_BOUND)
 SPEC = situation(C.DECODE_BOUND, S.SPEC_DECODE_REGRESSION)
 NO_DATA = situation(C.INSUFFICIENT_DATA)
+FRONTEND = situation(C.FRONTEND_BOUND)
 PREFILL = (LONG_PROMPTS, CACHE_MISS)  # every prefill-bound situation (for ``conflicts``)
 
 # Without a baseline, the signal a sub-cause is about leads the order (an arrival surge is
@@ -250,6 +212,11 @@ def _kv_full(x: Context) -> tuple[bool, str]:
 
 def _stall(x: Context) -> str:
     f = x.facts
+    if f.probe is not None:  # a probe's window: what the client saw, and the page beside it
+        return (
+            f"every probe ({f.probe.attempts:.0f}) timed out while the server's /metrics "
+            f"answered and showed no token for {f.covered:.0f} s"
+        )
     present = max(f.running_max or 0.0, f.waiting_max or 0.0)
     return (
         f"{_n(present)} requests in the engine and no token, step or finished request for "
@@ -370,7 +337,12 @@ def _batched_up(x: Context) -> Made | None:
             f" (steps of {_n(f.step_p99)} tokens, p99, were seen: configure "
             "max_num_batched_tokens to confirm the budget)"
         )
-    return Made(f"--max-num-batched-tokens {_flag(new)} (now {budget.said()})", evidence, True)
+    return Made(
+        f"--max-num-batched-tokens {_flag(new)} (now {budget.said()})",
+        evidence,
+        True,
+        ("max_num_batched_tokens", new),
+    )
 
 
 def _batched_down(x: Context) -> Made | None:
@@ -401,7 +373,12 @@ def _batched_down(x: Context) -> Made | None:
             "or count whole prompts where their prefill completes: configure "
             "max_num_batched_tokens"
         )
-    return Made(f"--max-num-batched-tokens {_flag(target)} (now {now})", evidence, True)
+    return Made(
+        f"--max-num-batched-tokens {_flag(target)} (now {now})",
+        evidence,
+        True,
+        ("max_num_batched_tokens", target),
+    )
 
 
 # ``--quantization`` methods by the bits a weight takes (a name containing one of these).
@@ -505,8 +482,10 @@ def _gpu_memory(x: Context) -> Made | None:
     blocks = srv.num_gpu_blocks.value if srv.num_gpu_blocks.source == "page" else None
     size = srv.block_size.value
     share = f"({u:g} − {w:.2f}), {w:.2f} the weights' share" if weights is not None else f"{u:g}"
+    setting: tuple[str, float] | None = None
     if blocks and size:
         extra = blocks * (new - u) / (u - w)
+        setting = ("num_gpu_blocks", int(blocks + extra))
         text += (
             f"; +{_n(extra)} blocks = +{_n(extra * size)} tokens of KV (num_gpu_blocks "
             f"{_n(blocks)} × ({new:.2f} − {u:g}) / {share}"
@@ -527,6 +506,7 @@ def _gpu_memory(x: Context) -> Made | None:
     return Made(
         f"--gpu-memory-utilization {new:.2f} (now {util.said()}), if nothing else shares the GPU",
         text,
+        setting=setting,
     )
 
 
@@ -601,7 +581,7 @@ def _seqs_down(x: Context) -> Made | None:
         return None  # today's peak already fits
     if limit.value is not None and new >= limit.value:
         return None
-    return Made(f"--max-num-seqs {new} (now {limit.said()})", text)
+    return Made(f"--max-num-seqs {new} (now {limit.said()})", text, setting=("max_num_seqs", new))
 
 
 def _seqs_up(x: Context) -> Made | None:
@@ -626,7 +606,9 @@ def _seqs_up(x: Context) -> Made | None:
         f"usage peaked at {_pct(f.kv_max)}: the pool holds ≈ {_n(fits)} sequences of "
         f"today's length at {_pct(cfg.kv_usage_high)}"
     )
-    return Made(f"--max-num-seqs {new} (now {limit.said()})", evidence)
+    return Made(
+        f"--max-num-seqs {new} (now {limit.said()})", evidence, setting=("max_num_seqs", new)
+    )
 
 
 def _more_replicas(x: Context) -> Made | None:
@@ -635,11 +617,13 @@ def _more_replicas(x: Context) -> Made | None:
         return None  # nothing waits: more servers would not start anything sooner
     a, c = f.derived.arrival_rate, f.derived.completion_rate
     evidence = f"{_n(f.waiting_avg or 0.0)} requests waiting on average"
+    replicas = 2
     action = (
         "run more vLLM replicas behind the load balancer (scale out on vllm:num_requests_waiting)"
     )
     if a is not None and c is not None and c > 0 and a > c:
         r = a / c
+        replicas = max(2, math.ceil(r))
         action = (
             f"≈ {r:.1f}× the replicas serving this traffic now (one replica: "
             f"+{max(1, math.ceil(r) - 1)}), behind the load balancer; scale out on "
@@ -648,7 +632,7 @@ def _more_replicas(x: Context) -> Made | None:
         evidence += f"; arrivals {_rate(a)} against {_rate(c)} completed: ×{r:.1f} its capacity"
     elif a is not None and c is not None:
         evidence += f"; arrivals {_rate(a)} ≤ {_rate(c)} completed: more replicas drain it sooner"
-    return Made(action, evidence)
+    return Made(action, evidence, setting=("replicas", replicas))
 
 
 def _rate_limit(x: Context) -> Made | None:
@@ -835,8 +819,74 @@ def _spec_drafter(x: Context) -> Made | None:
     return Made(action, evidence, promoted=True)
 
 
+def _gap(x: Context) -> str | None:
+    """``client gap 480 ms of 520 ms (92 %), per request``: the frontend's evidence."""
+    p = x.facts.probe
+    if p is None or p.client_gap is None or p.client_gap_share is None:
+        return None
+    how = "estimated from the server's p50" if p.client_gap_estimated else "per request"
+    ttft = "" if p.client_ttft is None else f" of {_s(p.client_ttft)}"
+    return f"client gap {_s(p.client_gap)}{ttft} ({_pct(p.client_gap_share)}), {how}"
+
+
+def _frontend_connection(x: Context) -> Made | None:
+    p, gap = x.facts.probe, _gap(x)
+    if p is None or gap is None or p.connect_mean is None or p.client_gap is None:
+        return None
+    if p.connect_mean < 0.5 * p.client_gap:
+        return None  # the connection is not where the time goes
+    return Made(
+        "keep connections alive in the clients (a pool, HTTP keep-alive), terminate TLS "
+        "closer to them, or serve from a region nearer the users",
+        f"{gap}; the TCP/TLS connection alone takes {_s(p.connect_mean)}",
+        promoted=True,
+    )
+
+
+def _frontend_path(x: Context) -> Made | None:
+    p, gap = x.facts.probe, _gap(x)
+    if p is None or gap is None:
+        return None
+    ttfb = "" if p.ttfb_mean is None else f"; headers after {_s(p.ttfb_mean)}"
+    return Made(
+        "probe from the server's own host too (or curl -N -w '%{time_starttransfer}' there) "
+        "and compare; in the proxy or gateway between, look for buffered streaming "
+        "(nginx: proxy_buffering off for text/event-stream), its own queue, and TLS",
+        gap + ttfb,
+    )
+
+
+def _frontend_api_server(x: Context) -> Made | None:
+    p, gap = x.facts.probe, _gap(x)
+    if p is None or gap is None or p.client_gap is None:
+        return None
+    if p.connect_mean is not None and p.connect_mean >= 0.5 * p.client_gap:
+        return None  # the connection explains it
+    return Made(
+        "give the API server more CPU: vLLM's --api-server-count (several frontend "
+        "processes), a fast tokenizer, no heavy chat template; a long prompt's tokenising "
+        "delays every request behind it",
+        f"{gap}, after the connection ({_s(p.connect_mean or 0.0)}): spent between the "
+        "server's front door and its engine",
+    )
+
+
+def _check_probe(x: Context) -> Made | None:
+    p = x.facts.probe
+    if p is None:
+        return None
+    failed = f"{p.failures:.0f} of {p.attempts:.0f} probes failed" if p.attempts else ""
+    return Made(
+        "send the probe's request by hand (curl -N the endpoint with its model and headers) "
+        "and read the answer: the model's name, the token, the server's log",
+        failed or "no probe answered in the window",
+    )
+
+
 def _check_metrics(x: Context) -> Made | None:
     f = x.facts
+    if f.probe is not None:
+        return None  # a probe's window has no page of its own (``check-probe``)
     parts = []
     if f.missing:
         parts.append(f"not on the page: {', '.join(f.missing)}")
@@ -1076,6 +1126,40 @@ CATALOG: tuple[HintSpec, ...] = (
         applies={NO_DATA: 1},
         build=_check_metrics,
     ),
+    HintSpec(
+        id="check-probe",
+        title="Check the probe's request",
+        why="a probe that fails says nothing of the server's speed until it answers again",
+        applies={NO_DATA: 2},
+        build=_check_probe,
+    ),
+    HintSpec(
+        id="frontend-connection",
+        title="Cut the connection time",
+        why="every new connection pays TCP (and TLS) round trips before the request is even "
+        "sent; no engine flag shortens a round trip",
+        applies={FRONTEND: 1},
+        build=_frontend_connection,
+    ),
+    HintSpec(
+        id="frontend-path",
+        title="Find the hop that adds the time",
+        why="the engine reports its first token sooner than clients receive it: the time is "
+        "spent on the way — network, load balancer, proxy or gateway",
+        applies={FRONTEND: 2},
+        build=_frontend_path,
+    ),
+    HintSpec(
+        id="frontend-api-server",
+        title="Relieve the API server",
+        why="the API process tokenises, templates and streams for every request on one "
+        "event loop before and after the engine's work; when it is busy, requests wait "
+        "in front of an idle engine",
+        applies={FRONTEND: 3},
+        build=_frontend_api_server,
+    ),
+    # transfer_bound: the KV transfer of disaggregated prefill/decode (a module of its own).
+    *TRANSFER_HINTS,
 )
 
 
@@ -1133,7 +1217,12 @@ def rank_hints(
         if made is None or not made.evidence:
             continue
         hint = Hint(
-            spec.id, spec.title, made.action, f"{made.evidence} — {spec.why}", made.evidence
+            spec.id,
+            spec.title,
+            made.action,
+            f"{made.evidence} — {spec.why}",
+            made.evidence,
+            made.setting,
         )
         first = 0 if _addresses(spec, lead) else 1
         scored.append((first, 0 if made.promoted else 1, base, order, hint))

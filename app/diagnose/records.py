@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.diagnose.classes import PROBLEM_CLASSES, DiagnosisClass, SubCause, situation
+from app.diagnose.effects import Effect
 from app.diagnose.server import ServerView
 
 __all__ = [
@@ -125,6 +126,11 @@ class Hint:
     action: str
     why: str
     evidence: str = ""
+    # The engine knob the action sets, in the what-if twin's words ("max_num_seqs", 16),
+    # where the twin models it; and the twin's prediction of it (app.diagnose.effects),
+    # attached by the evaluation layer.
+    setting: tuple[str, float] | None = None
+    effect: Effect | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -133,7 +139,14 @@ class Hint:
             "action": self.action,
             "why": self.why,
             "evidence": self.evidence,
+            "setting": None if self.setting is None else {self.setting[0]: self.setting[1]},
+            "effect": None if self.effect is None else self.effect.to_dict(),
         }
+
+    def line(self) -> str:
+        """One line for an alert or a list: title, action and the predicted effect."""
+        text = f"{self.title}: {self.action}"
+        return text if self.effect is None else f"{text} — {self.effect.text()}"
 
 
 @dataclass(frozen=True, slots=True)

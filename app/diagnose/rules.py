@@ -62,6 +62,7 @@ from app.diagnose.config import DiagnosisConfig, Slo
 from app.diagnose.facts import Facts
 from app.diagnose.records import Evidence, fmt_value
 from app.diagnose.slo import Breach, judge
+from app.diagnose.transfer import judge_transfer
 from app.model import Derived, HistogramDelta
 
 C = DiagnosisClass
@@ -738,14 +739,81 @@ def _spec_sub_cause(x: Inputs) -> tuple[SubCause | None, list[Evidence]]:
     return (SubCause.SPEC_DECODE_REGRESSION if holds else None), ev
 
 
+def frontend_bound(x: Inputs) -> RuleResult:
+    """A client waits for its first token well beyond what the server reports.
+
+    Only a probe's window carries it (``app.windows.probefacts``: the client gap, per request or
+    estimated from the server's p50); every other window has nothing to compare and the
+    rule does not hold there. TTFT ≈ queue + prefill on the server (physics.md) — plus,
+    for a client, the connection, the network, any proxy, and the API server's own work
+    before the engine sees the request (tokenising, templating). When the gap is over
+    ``frontend_gap_min`` and over ``frontend_gap_share`` of the client's TTFT, no engine
+    flag is the lever: the path in front of the engine is.
+    """
+    p = x.facts.probe
+    r = C.FRONTEND_BOUND
+    if p is None or p.client_gap is None or p.client_gap_share is None:
+        return RuleResult(r, False, ())
+    cfg = x.config
+    gap, share = p.client_gap, p.client_gap_share
+    big = gap > cfg.frontend_gap_min
+    most = share > cfg.frontend_gap_share
+    how = (
+        "estimate: the probe's TTFT mean − the server's TTFT p50 over the window (its page)"
+        if p.client_gap_estimated
+        else "per request: the probe's TTFT − the server's own TTFT for the same request"
+    )
+    server = p.page_ttft_p50 if p.client_gap_estimated else p.server_ttft_mean
+    ev = (
+        _ev(r, "client_gap", gap, ">", cfg.frontend_gap_min, big, "s", note=how),
+        _ev(
+            r,
+            "client_gap_share",
+            share,
+            ">",
+            cfg.frontend_gap_share,
+            most,
+            "ratio",
+            note="of the client's TTFT",
+        ),
+        _ev(r, "probe_ttft_mean", p.client_ttft, "", None, None, "s", note="what a client waits"),
+        _ev(r, "server_ttft", server, "", None, None, "s", note="what the server reports"),
+        _ev(r, "probe_connect_mean", p.connect_mean, "", None, None, "s", note="TCP (+TLS)"),
+        _ev(r, "probe_ttfb_mean", p.ttfb_mean, "", None, None, "s", note="request → headers"),
+    )
+    summary = (
+        f"Frontend-bound: a client waits {fmt_value(gap, 's')} more for its first token than "
+        f"the server reports ({share:.0%} of the client's {fmt_value(p.client_ttft, 's')}"
+        f"{', estimated' if p.client_gap_estimated else ''}): the network, a proxy or the API "
+        "server's own work, not the engine"
+    )
+    margin = breach_margin(
+        min(gap / max(cfg.frontend_gap_min, 1e-9), share / cfg.frontend_gap_share)
+    )
+    # Exact per request (no percentile to estimate); an estimate rests on the page's p50.
+    n = (p.page_ttft_n or 0.0) if p.client_gap_estimated else math.inf
+    return RuleResult(r, big and most, ev, summary, margin, n)
+
+
+def transfer_bound(x: Inputs) -> RuleResult:
+    """The KV transfer of disaggregated prefill/decode expires, fails, or is the larger
+    part of a late first token (``transfer.judge_transfer``, whose docstring has the
+    physics); never holds on a page without a KV connector."""
+    f = x.facts
+    v = judge_transfer(f.transfer, x.breach, x.config, x.slo, _ttft(f))
+    return RuleResult(C.TRANSFER_BOUND, v.holds, v.evidence, v.summary, v.margin, v.n, v.sub_cause)
+
+
 # The rule of every problem class (``classes.PROBLEM_CLASSES``); ``classify`` runs them all
 # and takes the first that holds, in precedence order.
 PROBLEM_RULES: Mapping[DiagnosisClass, Callable[[Inputs], RuleResult]] = {
     C.STALLED: stalled,
+    C.TRANSFER_BOUND: transfer_bound,
     C.KV_PRESSURE: kv_pressure,
     C.QUEUE_BOUND: queue_bound,
     C.PREFILL_BOUND: prefill_bound,
     C.DECODE_BOUND: decode_bound,
+    C.FRONTEND_BOUND: frontend_bound,
 }
 
 

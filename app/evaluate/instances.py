@@ -138,7 +138,7 @@ def slo_input(status: SloStatus, view: FleetView, *, ui_base_url: str) -> Instan
         "ttft_slo": d.ttft_slo,
         "itl_slo": d.itl_slo,
         "change": None,  # a fleet's window has no baseline of its own
-        "hints": "\n".join(f"- {h.title}: {h.action}" for h in hints[:TOP_HINTS]) or None,
+        "hints": "\n".join(f"- {h.line()}" for h in hints[:TOP_HINTS]) or None,
         "hint_ids": [h.id for h in hints],
         "ui_url": fleet_link(ui_base_url, status.key.model_name, status.end),
     }

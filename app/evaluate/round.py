@@ -1,7 +1,8 @@
 """The evaluation round: windows of each stream → diagnose → rows → SLO → alert instances.
 
 One round at ``now``. For every target the source knows (asked each round) and every
-target with stored streams: its latest scrape (a target instance). For every stream the
+target with stored streams, but those the source no longer scrapes (``gone``: removed
+from the list; their history stays): its latest scrape (a target instance). For every stream the
 target exports: the window ``(end - window.length, end]`` diagnosed (a stream instance),
 the diagnosis kept as a row to store when the verdict changes, or every minute. For
 every SLO and fleet: its burn rates, budget and the fleet's last five minutes, diagnosed
@@ -23,7 +24,9 @@ from app.alerts.fields import Instance, ScrapeStatus, reached
 from app.config import Settings
 from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
 from app.evaluate.baseline import StoreBaselines
+from app.evaluate.effects import EffectSource, with_effects
 from app.evaluate.instances import SloInputs, evaluate_stream, scrape_status, target_input
+from app.evaluate.recent import RecentClasses
 from app.fleet.specs import imbalance_thresholds, slo_specs
 from app.fleet.tracker import SloStatus, SloTracker
 from app.model import Window
@@ -58,6 +61,8 @@ class TargetRound:
     labels: Mapping[str, str]
     status: ScrapeStatus
     streams: Iterable[StreamWindow] = ()
+    # Its own staleness, seconds (a probe answers every interval); None: the round's.
+    stale_after: float | None = None
 
 
 @dataclass
@@ -89,7 +94,7 @@ def judge(
             t.name,
             t.status,
             now=now,
-            stale_after=stale_after,
+            stale_after=stale_after if t.stale_after is None else t.stale_after,
             labels=t.labels,
             ui_base_url=ui_base_url,
         )
@@ -143,6 +148,8 @@ class Evaluator:
         ui_base_url: str,
         lag: float = 0.0,
         fire_on_unproven: bool = False,
+        gone: Callable[[str], bool] | None = None,
+        stale_by_target: Mapping[str, float] | None = None,
     ) -> None:
         self.store = store
         # Thresholds and every stream's SLOs (``app.evaluate.settings.diagnosis_config``).
@@ -152,6 +159,8 @@ class Evaluator:
         self.targets = targets
         self.length = length
         self.stale_after = stale_after
+        # Targets whose records come less often than the rounds (probes): their staleness.
+        self.stale_by_target = dict(stale_by_target or {})
         # SLO counts of chunks ending this long ago are cached: no scrape adds to them.
         self.closed_after = closed_after
         self.ui_base_url = ui_base_url
@@ -159,11 +168,17 @@ class Evaluator:
         self.fire_on_unproven = fire_on_unproven
         # Seconds a Prometheus source lags behind (its ingestion delay); 0 when scraping.
         self.lag = lag
+        # Targets no longer scraped (removed from the list): not judged, their history kept.
+        self.gone = gone
         self.diagnoses = DiagnosisStore(store)
         self._stored = self.diagnoses.latest()
         # Each problem stream's healthy baseline, for what changed (once per run).
         self.baselines = StoreBaselines(store, length=length, config=config)
         self.latest_streams: list[tuple[Window, Diagnosis]] = []
+        # Each stream's classes over the last 16 minutes (the overview's strips).
+        self.recent = RecentClasses()
+        # Hints' predicted effects (the service sets a twin-backed source; app.evaluate.effects).
+        self.effects: EffectSource | None = None
 
     @classmethod
     def from_settings(
@@ -175,6 +190,7 @@ class Evaluator:
         targets: Callable[[], Mapping[str, TargetState]],
         ui_base_url: str,
         background_slo: bool = False,
+        gone: Callable[[str], bool] | None = None,
     ) -> Evaluator:
         """The service's evaluator. ``ui_base_url``: the UI's resolved address, for links;
         ``background_slo``: refresh SLO burn rates in a thread of their own beside the
@@ -204,6 +220,11 @@ class Evaluator:
             ui_base_url=ui_base_url,
             lag=source.lag if source.kind == "prometheus" else 0.0,
             fire_on_unproven=settings.alerts.fire_on_unproven,
+            gone=gone,
+            # A probe's record comes once an interval, on a round after its answer.
+            stale_by_target={
+                p.name: p.interval + p.timeout + 2.0 * interval for p in settings.probes
+            },
         )
 
     @property
@@ -232,7 +253,11 @@ class Evaluator:
         length, stale = self.length, self.stale_after
         states = self.targets()
         pace = Pacer(BACKGROUND_SHARE)  # leave the scrape loop its share of the interpreter
+        gone = self.gone
         for target, labels in self.target_labels().items():
+            if gone is not None and target not in states and gone(target):
+                continue
+            stale = self.stale_by_target.get(target, self.stale_after)
             records = self.store.scrapes(target, min(end - length, now - stale), now)
             inside = [r for r in records if end - length < r.ts <= end]
             failed = sum(1 for r in inside if not reached(r.error_kind))
@@ -241,7 +266,7 @@ class Evaluator:
                 target, models, end, failed, len(inside), pace, states.get(target)
             )
             status = scrape_status(records[-1] if records else None)
-            yield TargetRound(target, labels, status, streams)
+            yield TargetRound(target, labels, status, streams, stale)
 
     def _streams(
         self,
@@ -272,10 +297,18 @@ class Evaluator:
             config=self.config,
             stale_after=self.stale_after,
             ui_base_url=self.ui_base_url,
-            compare=self.baselines.judge,
+            compare=(
+                self.baselines.judge
+                if self.effects is None
+                else with_effects(self.effects, self.baselines.judge)
+            ),
             fire_on_unproven=self.fire_on_unproven,
         )
         self.baselines.forget((w.target, w.model_name) for w, _ in judged.streams)
+        if self.gone is not None:  # the last rows of removed targets' streams
+            live, gone = self.targets(), self.gone
+            for key in [k for k in self._stored if k[0] not in live and gone(k[0])]:
+                del self._stored[key]
         rows = []
         for w, diagnosis in judged.streams:
             cls = str(diagnosis.cls)
@@ -292,6 +325,7 @@ class Evaluator:
             closed_until=end - self.closed_after,
         )
         self.latest_streams = judged.streams
+        self.recent.add(judged.streams, end)
         return Round(
             now,
             end,
@@ -312,7 +346,10 @@ class Evaluator:
         end = now - self.lag
         out = []
         pace = Pacer(BACKGROUND_SHARE)
+        live = self.targets()
         for target, model in self.store.streams():
+            if self.gone is not None and target not in live and self.gone(target):
+                continue
             pace()
             deltas = self.store.intervals(target, model, end - length, end)
             if not deltas:

@@ -20,6 +20,7 @@ from collections.abc import Iterable
 from app.config import Settings, SloConfig, TargetConfig, TargetServerConfig
 from app.diagnose import DEFAULT_CONFIG, DiagnosisConfig, SloOverride
 from app.diagnose.server import ServerSettings
+from app.evaluate.probes import with_probes
 
 __all__ = ["diagnosis_config", "server_settings", "with_servers", "with_slo"]
 
@@ -50,6 +51,7 @@ def with_servers(base: DiagnosisConfig, targets: Iterable[TargetConfig]) -> Diag
 
 
 def diagnosis_config(settings: Settings) -> DiagnosisConfig:
-    """The service's diagnosis configuration: the default thresholds, the configured SLOs
-    and the targets' server settings."""
-    return with_servers(with_slo(DEFAULT_CONFIG, settings.slo), settings.targets)
+    """The service's diagnosis configuration: the default thresholds, the configured SLOs,
+    the targets' server settings and the probes' (``app.evaluate.probes``)."""
+    config = with_servers(with_slo(DEFAULT_CONFIG, settings.slo), settings.targets)
+    return with_probes(config, settings.probes, settings.probing)

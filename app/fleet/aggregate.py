@@ -12,9 +12,9 @@ replica's interval deltas already belong to the window containing their end.
   bucket layout differs from the one holding most observations are left out of that
   signal (and named in ``notes``): summing different layouts is meaningless.
 * **Counters** (increases) add up; **rates** are the sum of the replicas' rates.
-* **running / waiting** (and the ``waiting_*`` reasons) add up: ``avg``, ``first`` and
-  ``last`` exactly, ``max`` as the sum of the replicas' maxima — an upper bound, since
-  replicas peak at different moments.
+* **running / waiting** (and the ``waiting_*`` reasons, the ``kv_fetch_*`` stages) add
+  up: ``avg``, ``first`` and ``last`` exactly, ``max`` as the sum of the replicas' maxima —
+  an upper bound, since replicas peak at different moments.
 * **KV usage** is per replica by nature: the fleet's ``avg`` is the mean of the replicas'
   averages, its ``max`` the highest replica's maximum (``kv_mean``/``kv_max``).
 * ``covered`` is the replicas' mean coverage, ``intervals`` their total, ``reset`` any
@@ -33,13 +33,23 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from app.model import QUANTILES, GaugeStats, HistogramDelta, Window
+from app.probeconfig import PROBE_LABEL
 from app.windows.aggregate import derive
 from app.windows.exact import sum_histogram_deltas
+from app.windows.probefacts import is_probe_window
 from app.windows.quantile import quantiles_of_delta
 
 __all__ = ["FleetKey", "FleetWindow", "fleet_key", "fleet_window", "group_streams"]
 
-SUMMED_GAUGES = ("running", "waiting", "waiting_capacity", "waiting_deferred")
+SUMMED_GAUGES = (
+    "running",
+    "waiting",
+    "waiting_capacity",
+    "waiting_deferred",
+    "kv_fetch_waiting_to_start",
+    "kv_fetch_in_progress",
+    "kv_fetch_completed_waiting",
+)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -70,10 +80,15 @@ def group_streams(
     labels_of: Mapping[str, Mapping[str, str]],
     group_by: Sequence[str] = (),
 ) -> dict[FleetKey, list[str]]:
-    """(target, model_name) pairs → the targets of each fleet, sorted."""
+    """(target, model_name) pairs → the targets of each fleet, sorted. A probe's target
+    (labelled ``probe``: ``app.sources.probe``) asks a model's servers; it is none of
+    them, and no fleet's replica."""
     out: dict[FleetKey, list[str]] = {}
     for target, model in streams:
-        key = fleet_key(model, labels_of.get(target, {}), group_by)
+        labels = labels_of.get(target, {})
+        if PROBE_LABEL in labels:
+            continue
+        key = fleet_key(model, labels, group_by)
         out.setdefault(key, []).append(target)
     return {k: sorted(set(v)) for k, v in sorted(out.items())}
 
@@ -159,8 +174,12 @@ def fleet_window(
     start: float,
     end: float,
 ) -> FleetWindow:
-    """Sum the member windows (each over the same ``(start, end]``) into the fleet's."""
+    """Sum the member windows (each over the same ``(start, end]``) into the fleet's.
+
+    A probe's window (``app.windows.probefacts``: a probe of the model, not a replica of
+    it) is left out: its answers are no server's requests."""
     notes: list[str] = []
+    members = [w for w in members if not is_probe_window(w)]
     replicas = [w for w in members if _has_data(w)]
     absent = tuple(sorted(w.target for w in members if not _has_data(w)))
     histograms = _sum_histograms(replicas, notes)

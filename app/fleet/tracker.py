@@ -37,6 +37,7 @@ from app.fleet.slo import (
     burn_rate,
 )
 from app.pacing import BACKGROUND_SHARE, Pacer
+from app.probeconfig import PROBE_LABEL
 
 __all__ = [
     "BURN_WINDOWS",
@@ -131,6 +132,8 @@ class SloTracker:
         self._caches: dict[tuple[object, ...], CountCache] = {}
         self._lock = threading.Lock()
         self.last: list[SloStatus] = []
+        # Streams with counts cached after the last evaluation (``_count_held``).
+        self.streams_held = 0
 
     def period_start(self, spec: SloSpec, end: float) -> float:
         """Where the budget's period starts at ``end``: the first whole hour inside the
@@ -146,6 +149,15 @@ class SloTracker:
         hour = CHUNK_S * HOUR
         return math.ceil(start / hour) * hour
 
+    def _count_held(self) -> int:
+        """Streams with SLO counts cached (under the lock): every stream with data in an
+        SLO's period, removed targets' too (their requests count in the budget)."""
+        held: set[Stream] = set()
+        for cache in self._caches.values():
+            held.update(s for s, packed in cache.chunks.items() if packed)
+            held.update(s for s, packed in cache.hours.items() if packed)
+        return len(held)
+
     def _cache(self, spec: SloSpec) -> CountCache:
         cache = self._caches.get(spec.key)
         if cache is None:
@@ -155,10 +167,13 @@ class SloTracker:
     def fleets(
         self, spec: SloSpec, streams: Iterable[Stream], labels_of: Mapping[str, Mapping[str, str]]
     ) -> dict[FleetKey, list[str]]:
-        """The fleets an SLO selects, with their member targets."""
+        """The fleets an SLO selects, with their member targets (a probe's target is no
+        replica: ``aggregate.group_streams``)."""
         out: dict[FleetKey, list[str]] = {}
         for target, model in streams:
             labels = labels_of.get(target, {})
+            if PROBE_LABEL in labels:
+                continue
             if model not in spec.exclude_models and matches(spec.selector, model, labels):
                 out.setdefault(fleet_key(model, labels, self.group_by), []).append(target)
         return {k: sorted(set(v)) for k, v in sorted(out.items())}
@@ -188,6 +203,7 @@ class SloTracker:
             for cache in self._caches.values():
                 cache.prune(end, keep)
             self.last = out
+            self.streams_held = self._count_held()
         return out
 
     def _status(

@@ -14,6 +14,7 @@ from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
 from app.fleet.aggregate import FleetKey, FleetWindow, fleet_window
 from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import Imbalance, ImbalanceThresholds, find_imbalance
+from app.fleet.pools import PDView, pd_view, pool_aware_imbalance
 from app.fleet.slo import SloSpec, attainment, goodput, window_counts
 from app.model import Window
 from app.windows.aggregate import window
@@ -24,9 +25,11 @@ __all__ = ["FleetView", "fleet_view", "slo_view", "view_of"]
 
 class FleetView:
     """One fleet window with its diagnosis and imbalance (what the API and UI show), and,
-    when asked for, each replica's own diagnosis of the same window (``per_replica``)."""
+    when asked for, each replica's own diagnosis of the same window (``per_replica``).
+    ``pd``: a disaggregated prefill/decode fleet's pools, client TTFT and pool ratio
+    (``app.fleet.pools``; None for a fleet of replicas that each serve both phases)."""
 
-    __slots__ = ("fleet", "diagnosis", "imbalance", "per_replica")
+    __slots__ = ("fleet", "diagnosis", "imbalance", "per_replica", "pd")
 
     def __init__(
         self,
@@ -34,11 +37,13 @@ class FleetView:
         diagnosis: Diagnosis,
         imbalance: Imbalance,
         per_replica: Mapping[str, Diagnosis] | None = None,
+        pd: PDView | None = None,
     ) -> None:
         self.fleet = fleet
         self.diagnosis = diagnosis
         self.imbalance = imbalance
         self.per_replica: dict[str, Diagnosis] = dict(per_replica or {})
+        self.pd = pd
 
     def to_dict(self, slos: Sequence[SloSpec] = ()) -> dict[str, Any]:
         fw = self.fleet
@@ -58,6 +63,12 @@ class FleetView:
         out["replicas"] = [
             _replica(w, slos, self.imbalance, self.per_replica.get(w.target)) for w in fw.replicas
         ]
+        out["pd"] = None if self.pd is None else self.pd.to_dict()
+        if self.pd is not None:
+            out["notes"].append(
+                "a P/D fleet: its summed TTFT mixes the prefill and decode instances' own "
+                "TTFTs; read the pools and the client's TTFT (pd)"
+            )
         return out
 
 
@@ -109,13 +120,22 @@ def view_of(
     config: DiagnosisConfig,
     thresholds: ImbalanceThresholds,
     diagnose_replicas: bool,
+    *,
+    roles: Mapping[str, str] | None = None,
+    probes: Sequence[Window] = (),
 ) -> FleetView:
-    """The fleet of the replica windows ``members`` over ``(start, end]``, diagnosed."""
+    """The fleet of the replica windows ``members`` over ``(start, end]``, diagnosed;
+    a P/D fleet (``roles``, else the pages) also by pool, its client TTFT measured by
+    the ``probes`` windows of the model where there are any."""
     fw = fleet_window(key, members, start=start, end=end)
     per_replica = {w.target: diagnose(w, config) for w in fw.replicas} if diagnose_replicas else {}
-    return FleetView(
-        fw, diagnose(fw.window, config), find_imbalance(fw.replicas, thresholds), per_replica
+    pd = pd_view(key, fw.replicas, start=start, end=end, config=config, roles=roles, probes=probes)
+    imbalance = (
+        find_imbalance(fw.replicas, thresholds)
+        if pd is None
+        else pool_aware_imbalance(pd, thresholds)
     )
+    return FleetView(fw, diagnose(fw.window, config), imbalance, per_replica, pd)
 
 
 def fleet_view(
@@ -128,17 +148,31 @@ def fleet_view(
     config: DiagnosisConfig,
     thresholds: ImbalanceThresholds,
     diagnose_replicas: bool = False,
+    roles: Mapping[str, str] | None = None,
+    probes: Sequence[str] = (),
 ) -> FleetView:
     """The fleet over ``(start, end]``, diagnosed, with its imbalance (and each replica
-    diagnosed with ``diagnose_replicas``)."""
-    ws = [
-        window(
+    diagnosed with ``diagnose_replicas``); ``roles`` and ``probes`` (targets) as in
+    :func:`view_of`."""
+
+    def of(t: str) -> Window:
+        return window(
             source.intervals(t, key.model_name, start, end),
             start=start,
             end=end,
             target=t,
             model_name=key.model_name,
         )
-        for t in members
-    ]
-    return view_of(key, ws, start, end, config, thresholds, diagnose_replicas)
+
+    ws = [of(t) for t in members]
+    return view_of(
+        key,
+        ws,
+        start,
+        end,
+        config,
+        thresholds,
+        diagnose_replicas,
+        roles=roles,
+        probes=[of(t) for t in probes],
+    )

@@ -2,8 +2,9 @@
 cached).
 
 A stream's headroom (:mod:`app.twin.headroom`) is computed on the twin fitted to its last
-``LOOKBACK_S`` seconds, at the stream's SLOs (``DiagnosisConfig.slo_for``) and its
-server settings (``server_for``). A twin run costs seconds of CPU, so a result is kept
+``LOOKBACK_S`` seconds (``app.read.twincache``: the twin shared with the hints' effects),
+at the stream's SLOs (``DiagnosisConfig.slo_for``) and its server settings
+(``server_for``). A twin run costs seconds of CPU, so a result is kept
 per stream, settings and ``BUCKET_S`` of time: asked again within the same 5 minutes, it
 is served from the cache; nothing is computed unless asked. A fleet's headroom is its
 tightest replica's: traffic spread evenly grows on every replica alike.
@@ -11,24 +12,13 @@ tightest replica's: traffic spread evenly grows on every replica alike.
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from app.diagnose.config import DiagnosisConfig
-from app.model import IntervalDelta
-from app.read.whatif import span_of
-from app.twin.fit import FitError, fit
+from app.read.twincache import Intervals, TwinCache, bucket_end, fitted
 from app.twin.headroom import Headroom, headroom
-from app.twin.whatif import calibrate
-
-LOOKBACK_S = 900.0
-BUCKET_S = 300.0
-SEEDS = 2
-MAX_ENTRIES = 4096
-
-Intervals = Callable[[str, str, float, float], list[IntervalDelta]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,28 +45,6 @@ class StreamHeadroom:
         }
 
 
-@dataclass
-class HeadroomCache:
-    """Results per (stream, settings, 5-minute bucket); thread-safe."""
-
-    entries: dict[tuple[Any, ...], StreamHeadroom] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    computed: int = 0
-
-    def get(self, key: tuple[Any, ...], make: Callable[[], StreamHeadroom]) -> StreamHeadroom:
-        with self.lock:
-            hit = self.entries.get(key)
-        if hit is not None:
-            return hit
-        value = make()
-        with self.lock:
-            if len(self.entries) >= MAX_ENTRIES:
-                self.entries.pop(next(iter(self.entries)))
-            self.entries[key] = value
-            self.computed += 1
-        return value
-
-
 def stream_headroom(
     intervals: Intervals,
     target: str,
@@ -84,37 +52,28 @@ def stream_headroom(
     *,
     now: float,
     config: DiagnosisConfig,
-    cache: HeadroomCache | None = None,
+    cache: TwinCache | None = None,
     info: dict[str, str] | None = None,
 ) -> StreamHeadroom:
     """The headroom of one stream over its last ``LOOKBACK_S`` (module docstring)."""
-    end = now // BUCKET_S * BUCKET_S
-    start = end - LOOKBACK_S
-    server = config.server_for(target)
     slo = config.slo_for(target, model)
 
     def make() -> StreamHeadroom:
-        try:
-            span = span_of(
-                intervals(target, model, start, end),
-                start=start,
-                end=end,
-                target=target,
-                model=model,
-                info=info,
-                server=server,
-            )
-            twin = fit(span)
-            cal = calibrate(twin, span.whole, seeds=SEEDS)
-        except (FitError, ValueError) as exc:
-            return StreamHeadroom(target, model, start, end, None, str(exc))
+        f = fitted(intervals, target, model, now=now, config=config, cache=cache, info=info)
+        cal = f.calibration
+        if cal is None:
+            return StreamHeadroom(target, model, f.start, f.end, None, f.error)
         errs = [e for e in cal.errors.values() if e is not None]
         replay = sorted(errs)[len(errs) // 2] if errs else None
         room = headroom(cal, slo.ttft_p99, slo.itl_p99)
-        return StreamHeadroom(target, model, start, end, room, None, replay, twin.warnings)
+        return StreamHeadroom(target, model, f.start, f.end, room, None, replay, cal.twin.warnings)
 
-    key = (target, model, end, repr(server), slo.ttft_p99, slo.itl_p99)
-    return cache.get(key, make) if cache is not None else make()
+    key = ("headroom", target, model, bucket_end(now), repr(config.server_for(target)),
+           slo.ttft_p99, slo.itl_p99)  # fmt: skip
+    if cache is None:
+        return make()
+    out: StreamHeadroom = cache.get(key, make)
+    return out
 
 
 def fleet_headroom(results: Sequence[StreamHeadroom]) -> StreamHeadroom | None:

@@ -1,6 +1,14 @@
 """Windows read from the store for the API, the UI and the CLI: stored intervals → windows
 → JSON (:func:`app.windows.flat.window_to_dict`), checked before any work, cancellable
-between chunks, the settled ones kept encoded (:class:`WindowCache`)."""
+between chunks, the settled ones kept encoded (:class:`WindowCache`).
+
+**Resolution.** Windows whose length, step and ends are whole hours are computed from
+the store's hour roll-ups, whole minutes from its minute roll-ups (:meth:`Store.rollups`;
+the same numbers as from the raw deltas, bit for bit: :mod:`app.windows.from_rollups`), any
+other from the raw deltas, as Thanos and Mimir pick a downsampled resolution from the
+step. Roll-ups are kept ``storage.rollup_retention_days``, raw deltas
+``storage.retention_days``: beyond the latter only whole-minute windows see history.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +18,11 @@ import threading
 from collections.abc import Iterable, Sequence
 
 from app.model import HISTOGRAM_SIGNALS, Window
+from app.store.rollups import RESOLUTIONS
 from app.store.sqlite import Store
 from app.windows.aggregate import windows as make_windows
 from app.windows.flat import window_to_dict
+from app.windows.from_rollups import iter_rollup_windows
 
 MAX_WINDOWS = 11_000
 """Windows one request may compute, over all its streams (Prometheus' 11,000 points per
@@ -91,6 +101,15 @@ def _count(first_end: float, end: float, step: float) -> int:
     return int(math.floor((end - first_end) / step + 1e-9)) + 1
 
 
+def resolution(first_end: float, length: float, step: float) -> float | None:
+    """The coarsest roll-up on whose edges every window ``(e - length, e]`` with ``e =
+    first_end + k * step`` starts and ends (None: none, read the raw deltas)."""
+    for res in RESOLUTIONS:
+        if math.fmod(length, res) == math.fmod(step, res) == math.fmod(first_end, res) == 0:
+            return res
+    return None
+
+
 def _windows_from(
     store: Store,
     target: str,
@@ -100,7 +119,20 @@ def _windows_from(
     end: float,
     length: float,
     step: float,
-) -> list[Window]:
+) -> Iterable[Window]:
+    """The windows ending at ``first_end + k * step <= end``, computed as they are read
+    (from roll-ups where :func:`resolution` allows, else from the raw deltas)."""
+    res = resolution(first_end, length, step)
+    if res is not None:
+        return iter_rollup_windows(
+            store.rollups(target, model_name, first_end - length, end, res),
+            start=first_end - length,
+            end=end,
+            length=length,
+            step=step,
+            target=target,
+            model_name=model_name,
+        )
     deltas = store.intervals(target, model_name, first_end - length, end)
     return make_windows(
         deltas,
@@ -130,16 +162,19 @@ def stream_windows(
     """
     check_windows(start, end, length, step)
     first_end = _first_end(start, end, step)
-    return _windows_from(
-        store, target, model_name, first_end=first_end, end=end, length=length, step=step
+    return list(
+        _windows_from(
+            store, target, model_name, first_end=first_end, end=end, length=length, step=step
+        )
     )
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 
 
 def encode_window(w: Window) -> bytes:
     """A window as the API's JSON object, encoded as the API's responses are."""
-    return json.dumps(
-        window_to_dict(w), ensure_ascii=False, allow_nan=False, separators=(",", ":")
-    ).encode()
+    return _ENCODER.encode(window_to_dict(w)).encode()
 
 
 class WindowCache:

@@ -11,7 +11,9 @@ then on (a restarted service knows the streams in its store). Past a cap, new st
 are refused in the order they arrive (a page's in page order, pages in the order they
 are processed); the known ones keep flowing. A refused stream is not stored anywhere:
 it is asked about again at its next scrape, and stays refused while the caps are full.
-The store never forgets a stream, so neither do the caps: raise them to admit more.
+The caps count the streams of the targets scraped now: a target that is removed from the
+list (discovery, a reload) takes its streams out of the count (:meth:`forget`), though
+the store keeps their history. Raise the caps to admit more.
 """
 
 from __future__ import annotations
@@ -51,6 +53,10 @@ class StreamAdmission:
         before = len(known)
         known.update(models)
         self._total += len(known) - before
+
+    def forget(self, target: str) -> None:
+        """Drop a target's streams from the count (it is no longer scraped)."""
+        self._total -= len(self._known.pop(target, ()))
 
     def admit(self, snap: Snapshot) -> Snapshot:
         """Return ``snap`` without the new streams the caps refuse, naming them in a

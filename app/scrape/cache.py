@@ -119,6 +119,14 @@ class ParseCache:
             del templates[next(iter(templates))]  # the least recently used
         templates[probe] = template
 
+    def resize(self, max_templates: int) -> None:
+        """Keep at most ``max_templates`` page layouts from now on, dropping the least
+        recently used beyond it (a fleet that shrank)."""
+        self.max_templates = max_templates
+        templates = self.templates
+        while len(templates) > max_templates:
+            del templates[next(iter(templates))]
+
     def tables_for(self, prefix: str | None) -> SeriesTables:
         """Return the tables of ``prefix``, emptying any map that outgrew the bound."""
         tables = self.tables.get(prefix)

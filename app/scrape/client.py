@@ -92,6 +92,11 @@ class ClientPool:
             client = self.clients[name] = httpx.AsyncClient(**self.kwargs)  # type: ignore[arg-type]
         return client
 
+    def release(self, name: str) -> httpx.AsyncClient | None:
+        """Take a target's client out of the pool (the target is gone); the caller
+        closes it. None: it had none of its own."""
+        return self.clients.pop(name, None)
+
     async def aclose(self) -> None:
         """Close the clients this pool made (a given shared client stays its owner's)."""
         for c in self.clients.values():

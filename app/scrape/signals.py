@@ -22,6 +22,7 @@ from app.model import (
     HISTOGRAM_SIGNALS,
     OPTIONAL_COUNTER_SIGNALS,
     OPTIONAL_GAUGE_SIGNALS,
+    OPTIONAL_HISTOGRAM_SIGNALS,
 )
 
 __all__ = [
@@ -62,6 +63,11 @@ HISTOGRAM_SOURCES: dict[str, tuple[str, ...]] = {
     "gen_len": ("vllm:request_generation_tokens",),
     # A histogram although its name ends in _total.
     "step_tokens": ("vllm:iteration_tokens_total",),
+    # The NIXL KV connector (vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py).
+    "kv_xfer_time": ("vllm:nixl_xfer_time_seconds",),
+    "kv_post_time": ("vllm:nixl_post_time_seconds",),
+    "kv_xfer_bytes": ("vllm:nixl_bytes_transferred",),
+    "kv_xfer_descriptors": ("vllm:nixl_num_descriptors",),
 }
 # Families read per label value: family → (label, {label value: signal}).
 GAUGES_BY_LABEL: dict[str, tuple[str, dict[str, str]]] = {
@@ -69,6 +75,16 @@ GAUGES_BY_LABEL: dict[str, tuple[str, dict[str, str]]] = {
     "vllm:num_requests_waiting_by_reason": (
         "reason",
         {"capacity": "waiting_capacity", "deferred": "waiting_deferred"},
+    ),
+    # Only on a KV consumer (kv_role kv_consumer or kv_both): waiting requests by the
+    # stage of their asynchronous KV load; the stages sum to the ones waiting for KV.
+    "vllm:num_requests_kv_fetch_by_stage": (
+        "stage",
+        {
+            "waiting_to_start": "kv_fetch_waiting_to_start",
+            "in_progress": "kv_fetch_in_progress",
+            "completed_waiting": "kv_fetch_completed_waiting",
+        },
     ),
 }
 COUNTERS_BY_LABEL: dict[str, tuple[str, dict[str, str]]] = {
@@ -120,6 +136,12 @@ COUNTER_SOURCES: dict[str, tuple[str, ...]] = {
     "spec_accepted_tokens": ("vllm:spec_decode_num_accepted_tokens_total",),
     # 0.33+, labels model_name and reason only (no engine): summed over reasons.
     "admission_rejections": ("vllm:admission_rejections_total",),
+    # The NIXL KV connector: failed transfers include failed handshakes and
+    # notifications; expired KV is counted on the prefill (producer) instance.
+    "kv_xfer_failures": ("vllm:nixl_num_failed_transfers_total",),
+    "kv_failed_notifications": ("vllm:nixl_num_failed_notifications_total",),
+    "kv_expired": ("vllm:nixl_num_kv_expired_reqs_total",),
+    "kv_notifications_after_expiry": ("vllm:nixl_num_notifications_after_expiry_total",),
 }
 FINISHED_FAMILY = "vllm:request_success_total"
 CACHE_CONFIG_FAMILY = "vllm:cache_config_info"
@@ -128,7 +150,9 @@ ALL_SIGNALS: tuple[str, ...] = CORE_SIGNALS + tuple(
     s for s in HISTOGRAM_SIGNALS + GAUGE_SIGNALS + COUNTER_SIGNALS if s not in CORE_SIGNALS
 )
 # Read when present, never reported missing (app.model).
-OPTIONAL_SIGNALS: tuple[str, ...] = OPTIONAL_GAUGE_SIGNALS + OPTIONAL_COUNTER_SIGNALS
+OPTIONAL_SIGNALS: tuple[str, ...] = (
+    OPTIONAL_HISTOGRAM_SIGNALS + OPTIONAL_GAUGE_SIGNALS + OPTIONAL_COUNTER_SIGNALS
+)
 
 # What a sample name is: (kind, family, part); part is "bucket", "sum" or "count" for a
 # histogram, the label that splits it for a labelled family, "" otherwise.

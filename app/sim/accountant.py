@@ -101,9 +101,11 @@ class Accountant:
         decode: float,
         usage: float,
         stalled: bool = False,
+        transfer: float = 0.0,
     ) -> None:
         """Request counts per state (and KV usage) held over [t0, t1), split at boundaries;
-        ``stalled``: the engine was hung all that time (not busy, stuck)."""
+        ``stalled``: the engine was hung all that time (not busy, stuck); ``transfer``:
+        requests waiting for their KV from a prefill instance (``app.sim.pd``)."""
         while True:
             a = self.cur.acct
             end = t1 if t1 < self.boundary else self.boundary
@@ -113,6 +115,7 @@ class Accountant:
                 a.rs_kv += kv * dt
                 a.rs_prefill += prefill * dt
                 a.rs_decode += decode * dt
+                a.rs_transfer += transfer * dt
                 if stalled:
                     a.stalled_s += dt
                 else:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from typing import Any
 
 from app.sim.accountant import Accountant
 from app.sim.config import SimConfig
@@ -36,7 +37,18 @@ INTERVAL_S = 5.0
 
 
 class Replica:
-    """A single vLLM engine (one ``engine="0"``) driven by a scenario."""
+    """A single vLLM engine (one ``engine="0"``) driven by a scenario.
+
+    Disaggregated prefill/decode (``app.sim.pd``) builds on it: ``hold_kv`` keeps a
+    finished request's KV blocks until ``release_held`` (a prefill instance holds them
+    for the decode side to read), ``on_finish`` hears every finished request, and
+    ``connector``/``kv_fetch`` are the KV connector's metric state and stage readers
+    its page prints (None: no connector, as a plain vLLM).
+    """
+
+    hold_kv = False
+    connector: Any = None
+    kv_fetch: Any = None
 
     def __init__(
         self,
@@ -81,6 +93,8 @@ class Replica:
         self.arrived: list[Request] = []
         self._interval_prompt = 0
         self._interval_gen = 0
+        self.on_finish: Callable[[Request, float], None] | None = None
+        self.held: set[Request] = set()
 
     # -- arrivals -----------------------------------------------------------------------
 
@@ -135,13 +149,41 @@ class Replica:
             sched.waiting.append(r)
             self.arrived.append(r)
 
-    def submit(self, prompt_len: int, output_len: int, max_tokens: int | None = None) -> Request:
-        """Queue one request now, outside the workload (for experiments and tests)."""
+    def submit(
+        self,
+        prompt_len: int,
+        output_len: int,
+        max_tokens: int | None = None,
+        at: float | None = None,
+        *,
+        prefix: int = 0,
+        ready: float | None = None,
+        external: int = 0,
+    ) -> Request:
+        """Queue one request outside the workload (experiments, tests, the HTTP answers
+        of ``app.sim.serving``, a P/D fleet's router), arriving at sim time ``at``
+        (default: now; while a step is in flight "now" is its start, so a live caller
+        passes the clock's time). ``prefix``: tokens of the shared system prompt it
+        starts with; ``ready``: not admitted before then (its KV on its way);
+        ``external``: prompt tokens whose KV it brings (``Request.external``)."""
         cap = max_tokens if max_tokens is not None else output_len
         reason = "length" if output_len >= cap else "stop"
-        r = Request(self.now, prompt_len, output_len, cap, reason, 0)
+        r = Request(
+            self.now if at is None else max(self.now, at),
+            prompt_len,
+            output_len,
+            cap,
+            reason,
+            prefix,
+        )
+        if ready is not None:
+            r.ready = max(r.arrival, ready)
+        r.external = external
         self.truth.arrival(r)
-        self.sched.waiting.append(r)
+        if self.cfg.faults.hang:
+            self.inbox.append(r)  # a hung core does not read its input (module docstring)
+        else:
+            self.sched.waiting.append(r)
         return r
 
     # -- phases -------------------------------------------------------------------------
@@ -197,11 +239,18 @@ class Replica:
                 ready = min(r.ready for r in sched.waiting)
                 nxt = min(ready, self.next_arrival, self.phase_until, target)
                 waiting = len(sched.waiting)
-                self.truth.state(self.now, nxt, waiting, 0, 0, 0, sched.usage)
+                moving = self._in_transfer(self.now)
+                self.truth.state(
+                    self.now, nxt, waiting - moving, 0, 0, 0, sched.usage, transfer=moving
+                )
                 self.now = nxt
                 continue
             self._start_step()
         self.truth.advance(target if self.pending_end < 0 else self.step_start)
+
+    def _in_transfer(self, t: float) -> int:
+        """Waiting requests whose KV is still on its way from a prefill instance at ``t``."""
+        return sum(1 for r in self.sched.waiting if r.external and r.ready > t)
 
     def _all_deferred(self) -> bool:
         """Every waiting request is still waiting for its KV (``kv_transfer_s``)."""
@@ -234,14 +283,21 @@ class Replica:
             n = len(sched.preempted)
             m.preemptions += n
             self.truth.cur.acct.preemptions += n
-        if sched.admitted and sched.caching:
+        if sched.admitted:
             bs = sched.bs
             for r, hit in sched.admitted:
                 tokens = r.prompt_len + r.nout
+                # KV brought by a transfer is the connector's hit, not the local cache's.
+                external = hit if r.external and hit == r.external else 0
+                if external:
+                    m.external_queries += tokens
+                    m.external_hits += external
+                if not sched.caching:
+                    continue
                 m.prefix_queries += tokens
-                m.prefix_hits += hit
+                m.prefix_hits += hit - external
                 m.prefix_block_queries += (tokens + bs - 1) // bs
-                m.prefix_block_hits += hit // bs
+                m.prefix_block_hits += (hit - external) // bs
         nseq = len(sched.dec) + len(sched.pre)
         if nseq == 0:
             # Nothing fits (only possible right after a preemption storm): idle one step.
@@ -266,14 +322,16 @@ class Replica:
         for r, _ in sched.pre:
             if r.first_token >= 0:
                 recompute += 1
+        moving = self._in_transfer(t0) if waiting > kv else 0
         truth.state(
             t0,
             t1,
-            waiting - kv,
+            waiting - kv - moving,
             kv + recompute,
             len(sched.pre) - recompute + sched.idle_prefill,
             len(sched.dec) + sched.idle_decode,
             sched.usage,
+            transfer=moving,
         )
         self.arrived = []
         self._ingest(t1)
@@ -333,7 +391,9 @@ class Replica:
                 m.ttft.observe(ttft)
                 truth.first_token(ttft)
                 m.prompt_tokens += r.prompt_len
-                m.prompt_cache_hit += r.cached
+                external = r.cached if r.external and r.cached == r.external else 0
+                m.prompt_cache_hit += r.cached - external
+                m.prompt_external += external
                 m.prompt_local_compute += r.prompt_len - r.cached
             else:
                 gap = t1 - r.last_token  # the stream stalled: preempted, then recomputed
@@ -373,9 +433,18 @@ class Replica:
             per_pos[i] += 1
         return a
 
+    def release_held(self, r: Request) -> None:
+        """Free the KV blocks a finished request held (``hold_kv``); once only."""
+        if r in self.held:
+            self.held.discard(r)
+            self.sched.release(r)
+
     def _finish(self, r: Request, t: float) -> None:
         r.done = True
-        self.sched.release(r)
+        if self.hold_kv:
+            self.held.add(r)  # kept for the decode side to read (``app.sim.pd``)
+        else:
+            self.sched.release(r)
         m = self.metrics
         decode = t - r.first_token
         m.e2e.observe(t - r.arrival)
@@ -394,6 +463,8 @@ class Replica:
         m.req_num_preemptions.observe(r.preemptions)
         m.req_prefill_kv_computed.observe(r.prompt_len - r.cached)
         m.success[r.reason] += 1
+        if self.on_finish is not None:
+            self.on_finish(r, t)
 
     # -- read-outs for the exposition ---------------------------------------------------
 

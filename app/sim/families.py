@@ -11,6 +11,7 @@ family is made of: ``app.sim.family_parts``.
 
 from __future__ import annotations
 
+from app.sim.connector import KV_FETCH_HELP, connector_families
 from app.sim.engine import Replica
 from app.sim.families_v0 import v0_families
 from app.sim.family_parts import Child, Family, Source, Value, const, reader
@@ -64,6 +65,9 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
             "position",
             {str(i): _position(m, i) for i in range(m.spec_tokens)},
         )
+    if src.connector is not None and not v10:
+        # The KV connector's families come next (``PrometheusStatLogger.__init__``).
+        out.extend(connector_families(src.connector, base))
     gauge(
         "vllm:num_requests_running", "Number of requests in model execution batches.", src.running
     )
@@ -98,6 +102,11 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
                 "deferred": src.deferred,
             },
         )
+        if src.kv_fetch is not None:
+            # Only on a KV consumer (``kv_transfer_config.is_kv_consumer``).
+            labelled(
+                "gauge", "vllm:num_requests_kv_fetch_by_stage", KV_FETCH_HELP, "stage", src.kv_fetch
+            )
         labelled(
             "gauge",
             "vllm:engine_sleep_state",
@@ -122,13 +131,13 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
             "vllm:external_prefix_cache_queries",
             "External prefix cache queries from KV "
             "connector cross-instance cache sharing, in terms of number of queried tokens.",
-            zero,
+            lambda: m.external_queries,
         )
         counter(
             "vllm:external_prefix_cache_hits",
             "External prefix cache hits from KV "
             "connector cross-instance cache sharing, in terms of number of cached tokens.",
-            zero,
+            lambda: m.external_hits,
         )
         counter(
             "vllm:mm_cache_queries",
@@ -155,17 +164,18 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
             {
                 "local_compute": lambda: m.prompt_local_compute,
                 "local_cache_hit": lambda: m.prompt_cache_hit,
-                "external_kv_transfer": const(0.0),
+                "external_kv_transfer": lambda: m.prompt_external,
             },
         )
         counter(
             "vllm:prompt_tokens_cached",
             "Number of cached prompt tokens (local + external).",
-            lambda: m.prompt_cache_hit,
+            lambda: m.prompt_cache_hit + m.prompt_external,
         )
+        # The NIXL connector attributes its hits to p2p (``NixlConnector._cache_hit_source``).
         tiers: dict[str, Value] = {"device": lambda: m.prompt_cache_hit}
         for tier in ("host", "p2p", "disk", "external_unspecified"):
-            tiers[tier] = const(0.0)
+            tiers[tier] = (lambda: m.prompt_external) if tier == "p2p" else const(0.0)
         labelled(
             "counter",
             "vllm:prompt_tokens_cached_by_source",
@@ -326,5 +336,7 @@ def replica_families(replica: Replica, model_name: str | None = None) -> list[Fa
         kv_usage=lambda: replica.kv_usage,
         cache_labels=cache_labels(replica),
         deferred=lambda: float(replica.num_deferred),
+        connector=replica.connector,
+        kv_fetch=replica.kv_fetch,
     )
     return families(src, replica.version, model_name or replica.config.served_model_name)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from app.sim.metrics import Hist, MetricState
 
@@ -46,6 +47,8 @@ class Source:
         kv_usage: Value,
         cache_labels: dict[str, str],
         deferred: Value | None = None,
+        connector: Any = None,
+        kv_fetch: dict[str, Value] | None = None,
     ) -> None:
         self.m = metrics
         self.running = running
@@ -54,6 +57,10 @@ class Source:
         self.cache_labels = cache_labels
         # Waiting requests deferred (their KV not here yet); the rest wait for capacity.
         self.deferred = deferred or const(0.0)
+        # A KV connector's metric state (``app.sim.connector.ConnectorState``; None: no
+        # connector) and, on a KV consumer, its waiting requests per KV-load stage.
+        self.connector = connector
+        self.kv_fetch = kv_fetch
 
 
 def const(v: float) -> Value:

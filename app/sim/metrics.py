@@ -185,6 +185,11 @@ class MetricState:
         self.prefix_hits = 0.0
         self.prompt_local_compute = 0.0
         self.prompt_cache_hit = 0.0
+        # KV brought by a KV connector (a disaggregated decode instance): prompt tokens,
+        # and the connector's prefix-cache queries and hits.
+        self.prompt_external = 0.0
+        self.external_queries = 0.0
+        self.external_hits = 0.0
         self.success = dict.fromkeys(SUCCESS_REASONS, 0.0)
         self.rejections = dict.fromkeys(REJECTION_REASONS, 0.0)
         # Speculative decoding (vllm/v1/spec_decode/metrics.py), when configured.

@@ -43,7 +43,17 @@ def record(
     rows: list[dict[str, Any]] = []
 
     def keep(acct: Account, verdict: Verdict, phase: Any) -> None:
-        rows.append(row(acct, verdict, start_unix, phase.name, phase.expect, phase.cause))
+        rows.append(
+            row(
+                acct,
+                verdict,
+                start_unix,
+                phase.name,
+                phase.expect,
+                phase.cause,
+                phase.config.faults.frontend_delay_s,
+            )
+        )
 
     replica = Replica(sc, seed=seed, version=version, on_interval=keep)
     writer = TextWriter(replica_families(replica), created_ts=start_unix)

@@ -38,7 +38,7 @@ import yaml
 
 from app.sim.config import SimConfig, resolve
 from app.sim.errors import SimConfigError
-from app.sim.truth import CLASSES, HEADLINE_CHANGES, SUB_CAUSES, Cause
+from app.sim.truth import CLIENT_CLASSES, HEADLINE_CHANGES, SUB_CAUSES, Cause
 
 _TOP_LEVEL = {"name", "description", "expect", "duration_s", "loop_s", "phases"}
 _SECTIONS = {"device", "model", "physics", "engine", "workload", "slo", "speculative", "faults"}
@@ -177,8 +177,9 @@ def from_tree(tree: dict[str, Any], overrides: dict[str, Any] | None = None) -> 
         first = phases[0]
         phases[0] = Phase(0.0, first.name, first.config, first.expect, first.cause)
     for ph in phases:
-        if ph.expect is not None and ph.expect not in CLASSES:
-            raise SimConfigError(f"{name}: expect {ph.expect!r} is not one of {CLASSES}")
+        # A phase may be built to show what a probe sees (frontend_bound: client_class).
+        if ph.expect is not None and ph.expect not in CLIENT_CLASSES:
+            raise SimConfigError(f"{name}: expect {ph.expect!r} is not one of {CLIENT_CLASSES}")
     base_blocks = phases[0].config.num_gpu_blocks
     prefix = phases[0].config.workload.shared_prefix_tokens
     spec = phases[0].config.speculative.num_speculative_tokens

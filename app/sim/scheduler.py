@@ -12,7 +12,10 @@ Each step, under a budget of ``max_num_batched_tokens``:
    lasts and fewer than ``max_num_seqs`` run. The head of the queue blocks everyone
    behind it when its first chunk's blocks do not fit (waiting for KV), or when the batch
    or the budget is full (waiting for a slot). A request not ``ready`` yet (its KV still
-   on its way: ``kv_transfer_s``) is skipped, deferred, and keeps its place.
+   on its way: ``kv_transfer_s``, or a disaggregated decode instance's transfer) is
+   skipped, deferred, and keeps its place. A request whose KV was transferred
+   (``external`` tokens) is admitted with blocks for its whole prompt and computes the
+   rest (the last prompt token, which yields its first token).
 
 With speculative decoding a decode takes 1 + k tokens of the budget and KV slots for
 them (the drafts are verified in the same pass); the engine keeps the accepted ones.
@@ -52,6 +55,7 @@ class Request:
         "preempted",
         "done",
         "ready",
+        "external",
     )
 
     def __init__(
@@ -83,6 +87,9 @@ class Request:
         self.done = False
         # When the scheduler may admit it (later than ``arrival`` with a KV transfer).
         self.ready = arrival
+        # Prompt tokens whose KV came from another instance (a disaggregated decode
+        # instance's, ``app.sim.pd``): admitted as computed, counted apart from prefix hits.
+        self.external = 0
 
 
 class Scheduler:
@@ -180,6 +187,10 @@ class Scheduler:
         pb = self.prefix_blocks
         use_shared = self.caching and pb > 0 and r.prefix >= pb * bs
         hit = pb * bs if use_shared and self.prefix_resident else 0
+        if r.external and r.cached < 0:
+            # The transferred KV: blocks for the whole prompt, the last token computed
+            # (a preempted request lost it and recomputes everything).
+            use_shared, hit = False, r.external
         need = r.prompt_len + r.nout - hit
         n = need if need < budget else budget
         base = pb * bs if use_shared else 0

@@ -14,6 +14,8 @@ Connections are kept alive (HTTP/1.1), as vLLM's server does. Routes::
     /metrics                   replica 0 (only when there is one replica)
     /replica/{i}/metrics       replica i
     /truth, /replica/{i}/truth the ground-truth intervals so far (JSON lines, last hour)
+    POST /v1/completions, /v1/chat/completions, /api/generate (and under /replica/{i}/)
+                               streamed answers timed by the engine (``app.sim.serving``)
     /healthz
 """
 
@@ -33,9 +35,13 @@ from app.sim.engine import Replica
 from app.sim.exposition import CONTENT_TYPE, TextWriter
 from app.sim.families import replica_families
 from app.sim.scenario import Scenario, load
+from app.sim.serving import ROUTES, answer
 from app.sim.truth import Account, Verdict, row
 
 _ROUTE = re.compile(r"^/replica/(\d+)/(metrics|truth)$")
+_POST_ROUTE = re.compile(
+    r"^(?:/replica/(\d+))?(/v1/completions|/v1/chat/completions|/api/generate)$"
+)
 TRUTH_KEEP = 720
 
 
@@ -48,7 +54,10 @@ class _Engine:
         epoch = sim.start_unix
 
         def keep(acct: Account, verdict: Verdict, phase: Any) -> None:
-            self.truth.append(row(acct, verdict, epoch, phase.name, phase.expect, phase.cause))
+            delay = phase.config.faults.frontend_delay_s
+            self.truth.append(
+                row(acct, verdict, epoch, phase.name, phase.expect, phase.cause, delay)
+            )
 
         self.replica = Replica(
             scenario, seed=sim.seed + 7919 * index, version=sim.version, on_interval=keep
@@ -106,6 +115,7 @@ class Fleet:
         model_per_replica: bool = False,
         replica_scenarios: Mapping[int, Scenario] | None = None,
         page_tick: float = 0.0,
+        per_request_metrics: bool = True,
     ) -> None:
         if replicas < 1:
             raise ValueError("replicas must be >= 1")
@@ -123,6 +133,8 @@ class Fleet:
         self.replica_scenarios = own
         self.seed = seed
         self.page_tick = page_tick
+        # Answers carry vLLM's per-request metrics (``--enable-per-request-metrics``).
+        self.per_request_metrics = per_request_metrics
         self.version = version
         self.speed = speed
         self.clock = clock
@@ -166,6 +178,18 @@ class _Handler(BaseHTTPRequestHandler):
     server: SimHTTPServer
     # Keep-alive, as vLLM's uvicorn does: a scraper reuses its connections.
     protocol_version = "HTTP/1.1"
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        fleet = self.server.fleet
+        m = _POST_ROUTE.match(self.path.split("?", 1)[0])
+        index = None if m is None else int(m.group(1) or 0)
+        if m is None or index is None or index >= fleet.n or (m.group(1) is None and fleet.n > 1):
+            self.close_connection = True
+            return self._send(404, b"not found\n", "text/plain")
+        slot = fleet._slot(index)
+        label = slot.model_label or slot.engine.model_label
+        model = label.decode().split('"')[1]
+        answer(self, slot.engine, fleet, ROUTES[m.group(2)], model)
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         fleet = self.server.fleet
@@ -228,11 +252,12 @@ def start_server(
     model_per_replica: bool = False,
     replica_scenarios: Mapping[int, Scenario] | None = None,
     page_tick: float = 0.0,
+    per_request_metrics: bool = True,
 ) -> tuple[SimHTTPServer, threading.Thread, str]:
     """Serve in a background thread; returns (server, thread, base URL).
 
-    ``engines``, ``model_per_replica``, ``replica_scenarios`` and ``page_tick`` as in
-    :class:`Fleet`. Stop with
+    ``engines``, ``model_per_replica``, ``replica_scenarios``, ``page_tick`` and
+    ``per_request_metrics`` as in :class:`Fleet`. Stop with
     ``server.shutdown(); server.server_close()``.
     """
     sc = scenario if isinstance(scenario, Scenario) else load(scenario, dict(overrides or {}))
@@ -246,6 +271,7 @@ def start_server(
         model_per_replica=model_per_replica,
         replica_scenarios=replica_scenarios,
         page_tick=page_tick,
+        per_request_metrics=per_request_metrics,
     )
     server = SimHTTPServer((host, port), fleet)
     thread = threading.Thread(target=server.serve_forever, name="phasewatch-sim", daemon=True)

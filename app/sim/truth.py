@@ -14,7 +14,13 @@ each state):
 * ``rs_kv``      waiting for KV blocks (the queue head's first chunk does not fit), or
   preempted and waiting / recomputing;
 * ``rs_prefill`` admitted, prompt not finished (first token not yet out);
-* ``rs_decode``  streaming output tokens.
+* ``rs_decode``  streaming output tokens;
+* ``rs_transfer`` (disaggregated decode instances, ``app.sim.pd``) waiting for the KV
+  cache to arrive from a prefill instance over the KV connector.
+
+Transfers (``app.sim.pd``): ``transfers`` that landed, ``transfer_failed`` that failed
+(counted where the transfer is started: the decode instance), ``kv_expired`` requests
+whose KV a prefill instance held past its lease without the decode side reading it.
 
 SLO judgements (p99 over SLO <=> more than 1 % of the judged items are over it):
 
@@ -36,10 +42,15 @@ SLO judgements (p99 over SLO <=> more than 1 % of the judged items are over it):
 2. ``stalled``        the engine core was hung (``faults.hang``) for more than half of
                       the interval with requests in the system: nothing scheduled,
                       nothing finished (the engine knows it was stuck; no metric is read);
+2b. ``transfer_bound`` a request's KV expired on this (prefill) instance, or more than
+                      1 % of the transfers this (decode) instance started failed: each
+                      such request errors (sub-causes ``kv_expired``,
+                      ``transfer_failures``);
 3. ``kv_pressure``    a preemption happened (a user-visible stall plus recompute), or ITL
                       is over SLO and at least half the slow gaps are preemption stalls;
-4. TTFT over SLO      the largest of rs_slot / rs_kv / rs_prefill names the class:
-                      ``queue_bound`` / ``kv_pressure`` / ``prefill_bound``;
+4. TTFT over SLO      the largest of rs_slot / rs_kv / rs_prefill / rs_transfer names
+                      the class: ``queue_bound`` / ``kv_pressure`` / ``prefill_bound`` /
+                      ``transfer_bound`` (``slow_transfer``);
 5. ``decode_bound``   ITL over SLO; with speculative decoding (``spec_steps``: decode
                       steps that verified drafts) TPOT over SLO instead, since one
                       output event then carries several tokens and its gap is no
@@ -60,6 +71,15 @@ Beside the class, from what the simulator did (never from its metrics):
 * ``headline_change``: the canonical name (``app.model.DERIVED_SIGNALS``, pinned by a
   test) of what the phase's change moved, for every class but ``healthy`` and ``idle``;
   None without a declared cause (a baseline) or when the window is healthy.
+
+**What a client sees** (``client_class``, a probe's stream): the server's class, unless
+the server names no problem (healthy) while the frontend in front of the engine
+(``faults.frontend_delay_s``: a proxy, network or tokeniser, ``app.sim.serving``) makes
+the larger part of a client's time to first token: ``frontend_bound`` when the delay is
+at least ``FRONTEND_GAP_MIN_S`` and more than ``FRONTEND_GAP_SHARE`` of the delay plus
+the engine's mean time before a first token (its request-seconds before a first token,
+``rs_slot + rs_kv + rs_prefill``, over its first tokens: Little's law). The engine's own
+accounting and ``/metrics`` never see the delay; only a probe does.
 """
 
 from __future__ import annotations
@@ -69,6 +89,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 P99_SHARE = 0.01
+# The diagnosis' defaults for frontend_bound (``probing.frontend_gap_min``/``_share``).
+FRONTEND_GAP_MIN_S = 0.1
+FRONTEND_GAP_SHARE = 0.5
 
 CLASSES = (
     "healthy",
@@ -78,7 +101,10 @@ CLASSES = (
     "decode_bound",
     "queue_bound",
     "kv_pressure",
+    "transfer_bound",
 )
+# What a probe's stream may be besides those (``client_class``).
+CLIENT_CLASSES = (*CLASSES, "frontend_bound")
 # What a scenario's phase may declare it changed (app.sim.scenario reads ``cause``).
 SUB_CAUSES = (
     "long_prompts",
@@ -88,6 +114,9 @@ SUB_CAUSES = (
     "spec_decode_regression",
     "bandwidth_bound",
     "prefill_interference",
+    "slow_transfer",
+    "transfer_failures",
+    "kv_expired",
 )
 HEADLINE_CHANGES = (
     "prefix_cache_hit_rate",
@@ -126,6 +155,10 @@ ADDITIVE = (
     "kv_usage_s",
     "prompt_tokens",
     "generation_tokens",
+    "rs_transfer",
+    "transfers",
+    "transfer_failed",
+    "kv_expired",
 )
 
 
@@ -162,6 +195,10 @@ class Account:
     kv_usage_max: float = 0.0
     prompt_tokens: int = 0
     generation_tokens: int = 0
+    rs_transfer: float = 0.0
+    transfers: int = 0
+    transfer_failed: int = 0
+    kv_expired: int = 0
     ttft_p50_s: float | None = None
     ttft_p99_s: float | None = None
     itl_p50_s: float | None = None
@@ -201,6 +238,8 @@ def classify(a: Account, cause: Cause | None = None) -> Verdict:
     elif v.cls == "decode_bound":
         mixed = 2 * a.itl_over_mixed >= a.itl_over
         sub = "prefill_interference" if mixed else "bandwidth_bound"
+    elif v.cls == "transfer_bound":
+        sub = v.sub_cause
     else:
         sub = None
     quiet = v.cls in ("healthy", "idle")
@@ -209,7 +248,7 @@ def classify(a: Account, cause: Cause | None = None) -> Verdict:
 
 
 def _classify(a: Account) -> Verdict:
-    in_system = a.rs_slot + a.rs_kv + a.rs_prefill + a.rs_decode
+    in_system = a.rs_slot + a.rs_kv + a.rs_prefill + a.rs_decode + a.rs_transfer
     if a.steps == 0 and a.arrivals == 0 and in_system == 0:
         return Verdict("idle", "no requests", False)
     if a.stalled_s > 0.5 * a.duration_s:
@@ -223,12 +262,25 @@ def _classify(a: Account) -> Verdict:
     itl_bad = _over(a.itl_over, a.itl_n)
     near_ttft = _near(a.ttft_over, n_ttft)
     near_itl = _near(a.itl_over, a.itl_n)
+    if a.kv_expired > 0:
+        why = f"{a.kv_expired} request(s)' KV expired before the decode side read it"
+        return Verdict("transfer_bound", why, a.kv_expired == 1, "kv_expired")
+    started = a.transfers + a.transfer_failed
+    if _over(a.transfer_failed, started):
+        why = f"{a.transfer_failed} of {started} KV transfers failed"
+        near = _near(a.transfer_failed, started)
+        return Verdict("transfer_bound", why, near, "transfer_failures")
     if a.preemptions > 0:
         return Verdict("kv_pressure", f"{a.preemptions} preemption(s)", a.preemptions == 1)
     if itl_bad and 2 * a.itl_stall_over >= a.itl_over:
         return Verdict("kv_pressure", "slow tokens are preemption stalls", near_itl)
     if ttft_bad:
-        causes = {"queue_bound": a.rs_slot, "kv_pressure": a.rs_kv, "prefill_bound": a.rs_prefill}
+        causes = {
+            "queue_bound": a.rs_slot,
+            "kv_pressure": a.rs_kv,
+            "prefill_bound": a.rs_prefill,
+            "transfer_bound": a.rs_transfer,
+        }
         ranked = sorted(causes.items(), key=lambda kv: kv[1], reverse=True)
         (top, top_v), (_, second_v) = ranked[0], ranked[1]
         total = sum(causes.values()) or 1.0
@@ -238,6 +290,7 @@ def _classify(a: Account) -> Verdict:
             top,
             f"TTFT over SLO ({a.ttft_over}/{n_ttft}); time before first token: {share}",
             near_ttft or close,
+            "slow_transfer" if top == "transfer_bound" else None,
         )
     if a.spec_steps:
         # One output event carries the accepted drafts too: its gap is no per-token
@@ -250,6 +303,15 @@ def _classify(a: Account) -> Verdict:
     if itl_bad:
         return Verdict("decode_bound", f"ITL over SLO ({a.itl_over}/{a.itl_n} gaps)", near_itl)
     return Verdict("healthy", "within SLOs", near_ttft or near_itl)
+
+
+def client_class(a: Account, v: Verdict, frontend_delay_s: float) -> str:
+    """What a probe of the server sees in the account's span (module docstring)."""
+    if v.cls != "healthy" or a.first_tokens <= 0 or frontend_delay_s < FRONTEND_GAP_MIN_S:
+        return v.cls
+    engine_ttft = (a.rs_slot + a.rs_kv + a.rs_prefill) / a.first_tokens
+    share = frontend_delay_s / (frontend_delay_s + engine_ttft)
+    return "frontend_bound" if share > FRONTEND_GAP_SHARE else v.cls
 
 
 def _near(over: int, n: int) -> bool:
@@ -268,6 +330,17 @@ def merge(accounts: Iterable[Account]) -> Account:
             setattr(out, name, getattr(out, name) + getattr(a, name))
         out.kv_usage_max = max(out.kv_usage_max, a.kv_usage_max)
     return out
+
+
+def window_client_truth(rows: Iterable[dict[str, Any]], start: float, end: float) -> str:
+    """What a probe of the server sees over the window [start, end) (``client_class`` of
+    the summed rows, with the latest row's frontend delay)."""
+    picked = [r for r in rows if r["t0"] >= start and r["t1"] <= end]
+    if not picked:
+        raise ValueError(f"no truth intervals inside [{start}, {end})")
+    acct = merge(account_from_row(r) for r in picked)
+    verdict = classify(acct, cause_from_row(picked[-1]))
+    return client_class(acct, verdict, float(picked[-1].get("frontend_delay_s") or 0.0))
 
 
 def window_truth(rows: Iterable[dict[str, Any]], start: float, end: float) -> Verdict:
@@ -299,9 +372,11 @@ def row(
     phase: str,
     expect: str | None,
     cause: Cause | None = None,
+    frontend_delay_s: float = 0.0,
 ) -> dict[str, Any]:
     """One ``truth.jsonl`` line: unix times, the class, its sub-cause and headline
-    change, the phase's declared cause, and the accounting behind it."""
+    change, the phase's declared cause, the frontend's delay and what a client sees
+    (``client_class``), and the accounting behind it."""
     out: dict[str, Any] = {
         "t0": epoch + a.t0,
         "t1": epoch + a.t1,
@@ -310,6 +385,8 @@ def row(
         "headline_change": v.headline_change,
         "reason": v.reason,
         "ambiguous": v.ambiguous,
+        "frontend_delay_s": frontend_delay_s,
+        "client_class": client_class(a, v, frontend_delay_s),
         "phase": phase,
         "expect": expect,
         "cause": None

@@ -14,11 +14,11 @@ since the last round; its targets are whatever the series name), and
 
 **Targets that change at run time.** A source may learn or lose targets between rounds:
 the Prometheus follower already does. ``ScrapeSource`` takes its list from a
-:class:`Discovery` it asks at the start of every round; :class:`StaticTargets` (the
-configured ``targets``) is the only one today. File- or HTTP-based service discovery
-(Prometheus' ``file_sd``/``http_sd``) is another ``Discovery``: its ``refresh`` reads
-the file or the endpoint (keeping the last list when that fails), and the source adds a
-state for each new target (restored from the store) and drops the states of the gone.
+:class:`Discovery` it asks at the start of every round: :class:`StaticTargets` (the
+configured ``targets``), or :class:`app.sources.discovery.MergedTargets` (those and
+Prometheus' ``file_sd``/``http_sd``: its ``refresh`` reads the files or the endpoints,
+keeping the last list when that fails); the source adds a state for each new target
+(restored from the store) and drops the states of the gone.
 
 **Active probes.** A probe (send a request, time the answer) is a ``Source`` of its own:
 ``targets()`` lists what it probes, ``read_round(now)`` runs the probes due and returns

@@ -9,8 +9,12 @@ last stored snapshots, so the next written delta covers the gap, and the round's
 records wait for that write (at most ``MAX_UNWRITTEN``).
 
 The target list is asked of a :class:`~app.sources.base.Discovery` at the start of every
-round (the configured ``targets`` today): a new target's state is restored from the
-store, a gone target's state is dropped.
+round (the configured ``targets``, or those merged with ``file_sd`` and ``http_sd``:
+:mod:`app.sources.discovery`): a new target's state is restored from the store and it is
+scraped from that round; a gone target's state is dropped with everything held for it
+(its client, its streams in the caps and in the store's memory, and the page layouts
+beyond the fleet's size), while its history stays in the store. :meth:`is_gone` tells
+the evaluation and the alerts which stored targets are no longer scraped.
 """
 
 from __future__ import annotations
@@ -73,29 +77,80 @@ class ScrapeSource:
         self.rounds = 0
         self._unwritten: list[ScrapeRecord] = []
         self._configs: Sequence[TargetConfig] = ()
+        self._released: list[httpx.AsyncClient] = []
         self._sync(known)
 
     def targets(self) -> Mapping[str, TargetState]:
         return self.states
 
+    def is_gone(self, name: str) -> bool:
+        """Whether a stored target is no longer scraped: not in the list, once every
+        discovery has read its list (before that, nothing is judged gone)."""
+        return name not in self.states and getattr(self.discovery, "ready", True)
+
+    def reconfigure(
+        self, scrape: ScrapeConfig, targets: Sequence[TargetConfig] | Discovery
+    ) -> None:
+        """Take new scrape settings and a target list from the next round on (a reload;
+        the caller closes what it no longer runs of the discovery it replaced)."""
+        if scrape.concurrency != self.scrape.concurrency:
+            self._sem = asyncio.Semaphore(scrape.concurrency)
+        self.admission.max_per_target = scrape.max_streams_per_target
+        self.admission.max_total = scrape.max_streams
+        self.scrape = scrape
+        self.discovery = StaticTargets(targets) if isinstance(targets, Sequence) else targets
+
+    def held(self) -> dict[str, int]:
+        """What is held per target and stream now, by kind (the churn bench reads it)."""
+        return {
+            "target_states": len(self.states),
+            "admitted_streams": self.admission.total,
+            "scrape_clients": len(self.clients.clients),
+            "parse_templates": len(self.reader.parse_cache.templates),
+            "recent_streams": self.store.held_streams(),
+        }
+
     async def aclose(self) -> None:
-        return None  # the client belongs to its owner
+        """Close the discovery and the clients of gone targets (the pool is its owner's)."""
+        close = getattr(self.discovery, "aclose", None)
+        if close is not None:
+            await close()
+        await self._close_released()
+
+    async def _close_released(self) -> None:
+        released, self._released = self._released, []
+        for client in released:
+            await client.aclose()
 
     def _sync(self, configs: Sequence[TargetConfig]) -> None:
         """Keep a state per discovered target, in discovery order; a new one starts from
         what the store holds of it (its last snapshot and scrape, its streams)."""
         if configs is self._configs:
             return  # the same list as last round (static targets): nothing to do
-        stored: _Stored | None = None  # read once, when a new target needs it
+        new = [c.name for c in configs if c.name not in self.states]
+        stored = _Stored.read(self.store, new) if new else None  # of the new targets only
         states = {}
         for config in configs:
             state = self.states.get(config.name)
             if state is None:
-                stored = stored or _Stored.read(self.store)
+                assert stored is not None
                 state = self._restored(config, stored)
             elif state.config != config:
                 state = replace(state, config=config)
             states[config.name] = state
+        gone = {name for name in self.states if name not in states}
+        added = len(states) - (len(self.states) - len(gone))
+        if self._configs and (gone or added):
+            log.info("targets: %d added, %d removed, %d now", added, len(gone), len(states))
+        for name in gone:
+            self.admission.forget(name)
+            client = self.clients.release(name)
+            if client is not None:
+                self._released.append(client)
+        if gone:
+            self.store.release_targets(gone)
+        cache = self.reader.parse_cache  # room for every target's layout (shrunk after)
+        cache.resize(max(cache.max_templates, len(states) + TEMPLATE_SLACK))
         self.states = states
         self._configs = configs
 
@@ -156,6 +211,7 @@ class ScrapeSource:
         """
         await self.discovery.refresh(now)
         self._sync(self.discovery.current())
+        await self._close_released()
         stored = {name: s.last_ok for name, s in self.states.items()}
 
         async def one(state: TargetState) -> Outcome:
@@ -189,21 +245,27 @@ class ScrapeSource:
             )
         else:
             self._unwritten = []
+        # Page layouts for the fleet scraped now: those of gone targets go first (LRU).
+        self.reader.parse_cache.resize(max(len(self.states), 1) + TEMPLATE_SLACK)
         self.rounds += 1
         return outcomes
 
 
 @dataclass(frozen=True)
 class _Stored:
-    """What the store holds of every target: a new target's state starts from it."""
+    """What the store holds of some targets: a new target's state starts from it."""
 
     snapshots: dict[str, tuple[float, dict[str, StreamSnapshot]]]
     records: dict[str, ScrapeRecord]
     streams: dict[str, list[str]]
 
     @classmethod
-    def read(cls, store: Store) -> _Stored:
+    def read(cls, store: Store, targets: list[str]) -> _Stored:
+        """What the store holds of ``targets`` (indexed reads: a fleet that changes
+        every minute must not scan the scrape history each time)."""
+        wanted = set(targets)
         streams: dict[str, list[str]] = {}
         for target, model in store.streams():
-            streams.setdefault(target, []).append(model)
-        return cls(store.last_snapshots(), store.last_scrapes(), streams)
+            if target in wanted:
+                streams.setdefault(target, []).append(model)
+        return cls(store.last_snapshots(wanted), store.last_scrapes(wanted), streams)

@@ -1,9 +1,10 @@
 """Repository over the ``diagnoses`` table: one row per stream and evaluated window end.
 
-The payload is ``Diagnosis.to_dict()`` as zlib-compressed JSON (about 2 KB a row). To
-stay inside the storage budget the evaluation job writes a row when a stream's class or
-sub-cause changes and otherwise at most every ``HEARTBEAT_S`` seconds
-(:func:`should_store`); ``GET /api/v1/windows`` can always re-window the history.
+The payload is ``Diagnosis.to_dict()`` as zlib-compressed JSON (about 2 KB a row, in a
+rowid table since schema 4 so that it stays on its page). To stay inside the storage
+budget the evaluation job writes a row when a stream's class or sub-cause changes and
+otherwise at most every ``HEARTBEAT_S`` seconds (:func:`should_store`);
+``GET /api/v1/windows`` can always re-window the history.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from app.store.sqlite import Store
 
 __all__ = ["HEARTBEAT_S", "DiagnosisRow", "DiagnosisStore", "should_store"]
 
-# A row a minute (about 2 KB compressed, 4 KB in pages) would cost some 6 MB per stream
-# and day, most of the 10 MB budget; a steady class needs no more than a few an hour.
+# A row a minute (about 2 KB compressed) would cost some 3 MB per stream and day, most
+# of the 5 MB budget; a steady class needs no more than a few an hour.
 HEARTBEAT_S = 900.0
 
 

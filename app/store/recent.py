@@ -114,10 +114,20 @@ class RecentDeltas:
         for held in touched.values():
             held.trim(self.keep_s)
 
+    def drop_targets(self, targets: set[str]) -> None:
+        """Hold nothing of these targets' streams any more (they are no longer scraped)."""
+        for book in (self._held, self._newest):
+            for stream in [s for s in book if s[0] in targets]:
+                del book[stream]
+
     def forget(self) -> None:
         """Hold nothing (after a change the store did not make through ``add``)."""
         self._held.clear()
         self._newest.clear()
+
+    def streams(self) -> int:
+        """Streams known here: held, or with a delta written since start-up."""
+        return len(self._held.keys() | self._newest.keys())
 
     def __len__(self) -> int:
         return sum(len(h.deltas) for h in self._held.values())

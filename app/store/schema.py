@@ -104,6 +104,40 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE outbox ADD COLUMN outcome TEXT;
     CREATE INDEX outbox_order ON outbox(receiver, fingerprint, id);
     """,
+    # 4: blocks and roll-ups (app.store.rollups). ``intervals`` keeps only the deltas not
+    # rolled up yet; an older store's rows are rolled up from there, oldest first, and
+    # the rows of new deltas are binary (app.store.deltacodec) with their ``shapes``.
+    # Blocks, roll-ups and diagnoses are rowid tables: a row of a few kB stays on its
+    # page there, where a WITHOUT ROWID table moves all past ~1 kB to an overflow page of
+    # its own (a 2 kB diagnosis took 4 kB of pages).
+    """
+    CREATE TABLE shapes(id INTEGER PRIMARY KEY, text TEXT NOT NULL UNIQUE);
+    CREATE TABLE interval_blocks(
+        stream_id INTEGER NOT NULL,
+        end_ts REAL NOT NULL,
+        payload BLOB NOT NULL
+    );
+    CREATE UNIQUE INDEX interval_blocks_key ON interval_blocks(stream_id, end_ts);
+    CREATE TABLE rollups(
+        stream_id INTEGER NOT NULL,
+        res INTEGER NOT NULL,
+        end_ts REAL NOT NULL,
+        payload BLOB NOT NULL
+    );
+    CREATE UNIQUE INDEX rollups_key ON rollups(stream_id, res, end_ts);
+    CREATE TABLE rollup_marks(stream_id INTEGER PRIMARY KEY, until REAL NOT NULL);
+    CREATE TABLE diagnoses_rows(
+        stream_id INTEGER NOT NULL,
+        end_ts REAL NOT NULL,
+        start_ts REAL NOT NULL,
+        class TEXT NOT NULL,
+        payload BLOB NOT NULL
+    );
+    INSERT INTO diagnoses_rows SELECT stream_id, end_ts, start_ts, class, payload FROM diagnoses;
+    DROP TABLE diagnoses;
+    ALTER TABLE diagnoses_rows RENAME TO diagnoses;
+    CREATE UNIQUE INDEX diagnoses_key ON diagnoses(stream_id, end_ts);
+    """,
 )
 
 

@@ -2,27 +2,36 @@
 
 One connection guarded by a lock; callers on the event loop hand work to a thread.
 The schema and its migrations: :mod:`app.store.schema` (an older file is upgraded in
-place, a newer one refused). A failed write raises the ``sqlite3.Error`` it got (the
-transaction rolled back) and shows in :meth:`Store.health` until its writer, or a scrape
-round, writes again (:mod:`app.store.health`).
+place, a newer one refused). Deltas are written one row each
+(:mod:`app.store.deltacodec`); once their minute has closed, :meth:`Store.roll_up` moves
+them into a block per minute and writes the minute and hour roll-ups beside them
+(:mod:`app.store.rollups`), which :meth:`Store.rollups` reads back for long windows.
+A failed write raises the ``sqlite3.Error`` it got (the transaction rolled back) and
+shows in :meth:`Store.health` until its writer, or a scrape round, writes again
+(:mod:`app.store.health`).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from app.model import IntervalDelta, StreamSnapshot
-from app.store.codec import decode_delta, decode_stream, encode_delta, encode_stream
+from app.store.codec import decode_stream, encode_stream
 from app.store.health import StoreHealth, WriteHealth
 from app.store.recent import RecentDeltas
+from app.store.rollups import HOUR, MINUTE, Rollups, Shapes
 from app.store.schema import MIGRATIONS, migrate, user_version
+from app.windows.rollup import RollupPart, rollups_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +76,9 @@ class Store:
         self._streams: dict[tuple[str, str], int] = {}
         self._health = WriteHealth()
         self._load_caches()
+        self._rollups = Rollups(
+            self._db, Shapes(self._db), lambda b: self._layout_id(b), self._bounds.__getitem__
+        )
 
     # -- schema ---------------------------------------------------------------------------
     def _migrate(self) -> None:
@@ -121,6 +133,7 @@ class Store:
         """
         if self._db.in_transaction:
             self._db.execute("ROLLBACK")
+        self._rollups.reload()  # shapes and marks written in the transaction are gone
         self._health.failed(writer, exc)
 
     def health(self) -> StoreHealth:
@@ -184,9 +197,10 @@ class Store:
                 rows = []
                 for d in deltas:
                     sid = self._stream_id(d.target, d.model_name)
-                    rows.append(
-                        (sid, d.end, d.start, int(d.reset), encode_delta(d, self._layout_id))
-                    )
+                    if self._rollups.is_late(sid, d.end):  # its minute is rolled up already
+                        self._rollups.write_late(sid, d)
+                        continue
+                    rows.append((sid, d.end, d.start, int(d.reset), self._rollups.row(d)))
                 self._db.executemany("INSERT OR REPLACE INTO intervals VALUES (?,?,?,?,?)", rows)
                 self._db.executemany(
                     "INSERT OR REPLACE INTO last_snapshot VALUES (?,?,?,?)",
@@ -200,14 +214,23 @@ class Store:
             self._recent.add(deltas)
             self._health.wrote("rounds")
 
-    def enforce_retention(self, now: float, retention_s: float) -> int:
-        """Drop intervals and scrape rows older than the retention; return rows removed."""
+    def enforce_retention(
+        self, now: float, retention_s: float, rollup_retention_s: float | None = None
+    ) -> int:
+        """Drop raw deltas and scrape rows older than the retention, and roll-ups older
+        than ``rollup_retention_s`` (never before the raw data; None: keep them); return
+        the rows removed. Minutes not rolled up yet are rolled up first, so no delta
+        leaves before its roll-ups are written."""
         cutoff = now - retention_s
+        rollup_cutoff = (
+            -math.inf if rollup_retention_s is None else now - max(retention_s, rollup_retention_s)
+        )
+        self.roll_up(cutoff)
         with self._lock:
             removed = 0
             try:
+                removed += self._rollups.drop_before(cutoff, rollup_cutoff)
                 for table, column in (
-                    ("intervals", "end_ts"),
                     ("scrapes", "ts"),
                     ("diagnoses", "end_ts"),
                     ("alert_history", "at"),
@@ -224,6 +247,46 @@ class Store:
             self._health.wrote("retention")
             return removed + int(cur.rowcount)
 
+    def roll_up(
+        self,
+        until: float,
+        *,
+        pace: Callable[[], None] | None = None,
+        deadline: float | None = None,
+    ) -> int:
+        """Roll up every stream's minutes that ended at or before ``until`` and are not
+        rolled up yet (:mod:`app.store.rollups`), a chunk (at most an hour of a stream) per
+        transaction, every stream's next chunk in turn (a stream back-filling a long
+        history does not hold the others back), calling ``pace`` between chunks; stop
+        after the chunk that passes ``deadline`` (``time.monotonic()``). Return the
+        minutes written.
+
+        Deltas the store holds in memory (:mod:`app.store.recent`) are not decoded again.
+        """
+        upto = math.floor(until / MINUTE) * MINUTE
+        with self._lock:
+            pending = sorted(self._streams.items(), key=lambda kv: kv[1])
+        done = 0
+        while pending:
+            more = []
+            for stream, sid in pending:
+                with self.transaction("rollups"):
+                    chunk = self._rollups.next_chunk(sid, upto)
+                    if chunk is None:
+                        continue
+                    rows = self._rollups.head_rows(sid, *chunk)
+                    held = self._recent.get(stream, *chunk)
+                    if held is None or len(held) != len(rows):
+                        held = self._rollups.decode_rows(rows, *stream)
+                    done += self._rollups.pack(sid, *chunk, rows, held)
+                more.append((stream, sid))
+                if pace is not None:
+                    pace()
+                if deadline is not None and time.monotonic() > deadline:
+                    return done
+            pending = more
+        return done
+
     # -- reads ----------------------------------------------------------------------------
     def streams(self, target: str | None = None) -> list[tuple[str, str]]:
         """Known (target, model_name) pairs, optionally for one target."""
@@ -233,7 +296,8 @@ class Store:
     def intervals(
         self, target: str, model_name: str, start: float, end: float
     ) -> list[IntervalDelta]:
-        """Interval deltas of a stream whose end lies in ``(start, end]``, oldest first.
+        """Interval deltas of a stream whose end lies in ``(start, end]``, oldest first
+        (from the minute blocks, then the rows not rolled up yet).
 
         Recent ones may be the very objects written (:mod:`app.store.recent`): callers
         must not change what they get.
@@ -246,38 +310,43 @@ class Store:
             sid = self._streams.get(stream)
             if sid is None:
                 return []
+            blocks = self._rollups.block_rows(sid, start, end)
             rows = self._db.execute(
                 "SELECT end_ts, start_ts, reset, payload FROM intervals "
                 "WHERE stream_id = ? AND end_ts > ? AND end_ts <= ? ORDER BY end_ts",
                 (sid, start, end),
             ).fetchall()
-            bounds_of = self._bounds.__getitem__
             writes = self._writes
-        deltas = self._decode(rows, target, model_name, bounds_of)
+        deltas = [
+            d
+            for d in self._rollups.decode_blocks(blocks, target, model_name)
+            if start < d.end <= end
+        ]
+        deltas += self._rollups.decode_rows(rows, target, model_name)
         with self._lock:
             if self._writes == writes:  # nothing committed since the read
                 self._recent.fill(stream, start, end, deltas)
         return deltas
 
-    @staticmethod
-    def _decode(
-        rows: list[tuple[Any, ...]],
-        target: str,
-        model_name: str,
-        bounds_of: Callable[[int], tuple[float, ...]],
-    ) -> list[IntervalDelta]:
-        return [
-            decode_delta(
-                payload,
-                target=target,
-                model_name=model_name,
-                start=s,
-                end=e,
-                reset=bool(r),
-                bounds_of=bounds_of,
-            )
-            for e, s, r, payload in rows
-        ]
+    def rollups(
+        self, target: str, model_name: str, start: float, end: float, res: float
+    ) -> Iterator[RollupPart]:
+        """Roll-ups of a stream covering ``(start, end]``, oldest first, for windows whose
+        edges are multiples of ``res`` (``MINUTE`` or ``HOUR``).
+
+        Each is a whole ``res`` span where that roll-up is written, else a minute: the
+        minute roll-ups of an hour not closed yet, and minutes rolled up on the fly from
+        the deltas not rolled up yet. Parsed one at a time, as they are read.
+        """
+        if res not in (MINUTE, HOUR):
+            raise ValueError(f"no roll-up of {res:g} s")
+        with self._lock:
+            sid = self._streams.get((target, model_name))
+            if sid is None:
+                return iter(())
+            stored, raw_from = self._rollups.stored_parts(sid, start, end, res)
+        fresh = self.intervals(target, model_name, raw_from, end) if raw_from < end else []
+        return itertools.chain(stored, rollups_of(fresh, MINUTE))
 
     def first_end(self, target: str, model_name: str) -> float | None:
         """The end of a stream's oldest stored delta (None: it has none)."""
@@ -285,16 +354,36 @@ class Store:
             sid = self._streams.get((target, model_name))
             if sid is None:
                 return None
+            block = self._rollups.first_block(sid)
             row = self._db.execute(
                 "SELECT MIN(end_ts) FROM intervals WHERE stream_id = ?", (sid,)
             ).fetchone()
+        if block is not None:
+            deltas = self._rollups.decode_blocks([block], target, model_name)
+            if deltas:
+                return deltas[0].end
         return None if row is None or row[0] is None else float(row[0])
 
-    def last_snapshots(self) -> dict[str, tuple[float, dict[str, StreamSnapshot]]]:
-        """The latest cumulative snapshot per target, to resume deltas after a restart."""
-        out: dict[str, tuple[float, dict[str, StreamSnapshot]]] = {}
+    def _of_targets(self, sql: str, targets: Collection[str] | None, tail: str = "") -> list[Any]:
+        """Rows of ``sql`` (which ends in a WHERE clause's place), for every target or
+        for ``targets`` only (by index, a few hundred names a query)."""
         with self._lock:
-            rows = self._db.execute("SELECT target, ts, payload FROM last_snapshot").fetchall()
+            if targets is None:
+                return self._db.execute(sql + tail).fetchall()
+            names, rows = list(targets), []
+            for i in range(0, len(names), 500):
+                chunk = names[i : i + 500]
+                where = f" WHERE target IN ({','.join('?' * len(chunk))})"
+                rows += self._db.execute(sql + where + tail, chunk).fetchall()
+            return rows
+
+    def last_snapshots(
+        self, targets: Collection[str] | None = None
+    ) -> dict[str, tuple[float, dict[str, StreamSnapshot]]]:
+        """The latest cumulative snapshot per target (of ``targets`` when given), to
+        resume deltas after a restart or when a target comes back."""
+        out: dict[str, tuple[float, dict[str, StreamSnapshot]]] = {}
+        rows = self._of_targets("SELECT target, ts, payload FROM last_snapshot", targets)
         for target, ts, payload in rows:
             stream = decode_stream(payload)
             prev_ts, streams = out.get(target, (ts, {}))
@@ -302,13 +391,14 @@ class Store:
             out[target] = (max(prev_ts, ts), streams)
         return out
 
-    def last_scrapes(self) -> dict[str, ScrapeRecord]:
-        """The most recent scrape record of every target."""
-        with self._lock:
-            rows = self._db.execute(
-                "SELECT target, MAX(ts), ok, error_kind, error, duration, bytes, parse_errors "
-                "FROM scrapes GROUP BY target"
-            ).fetchall()
+    def last_scrapes(self, targets: Collection[str] | None = None) -> dict[str, ScrapeRecord]:
+        """The most recent scrape record of every target (of ``targets`` when given)."""
+        rows = self._of_targets(
+            "SELECT target, MAX(ts), ok, error_kind, error, duration, bytes, parse_errors "
+            "FROM scrapes",
+            targets,
+            " GROUP BY target",
+        )
         return {
             r[0]: ScrapeRecord(r[0], r[1], bool(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows
         }
@@ -322,6 +412,17 @@ class Store:
                 (target, start, end),
             ).fetchall()
         return [ScrapeRecord(r[0], r[1], bool(r[2]), r[3], r[4], r[5], r[6], r[7]) for r in rows]
+
+    def release_targets(self, targets: set[str]) -> None:
+        """Drop what is held in memory of these targets' streams (they are no longer
+        scraped); their history stays in the file."""
+        with self._lock:
+            self._recent.drop_targets(targets)
+
+    def held_streams(self) -> int:
+        """Streams whose newest deltas are held in memory (:mod:`app.store.recent`)."""
+        with self._lock:
+            return self._recent.streams()
 
     def size_bytes(self) -> int:
         """Bytes used by the database pages (excluding the WAL)."""

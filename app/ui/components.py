@@ -94,6 +94,25 @@ def evidence_table(evidence: Sequence[Evidence], rules: Sequence[str] | None = N
     return html.Table([html.Thead(head), html.Tbody(rows)], className="evidence")
 
 
+def _effect_line(h: Hint) -> list[html.Div]:
+    """The what-if twin's predicted effect of the hint's change, where priced."""
+    e = h.effect
+    if e is None:
+        return []
+    verdict = "" if e.verdict is None else str(e.verdict)
+    tip = "the what-if twin on this stream's last 15 minutes" + (
+        "" if e.replay_error is None else f" (its replay is {e.replay_error:.0%} off)"
+    )
+    return [
+        html.Div(
+            e.text(),
+            className=f"effect {verdict}".strip(),
+            title=tip,
+            **data_attrs(verdict=verdict),
+        )
+    ]
+
+
 def hints_list(hints: Sequence[Hint]) -> html.Ol | html.P:
     """What to change, most useful first: the title, the flag or action, and why (a
     stream's diagnosis and a fleet's imbalance alike)."""
@@ -106,9 +125,10 @@ def hints_list(hints: Sequence[Hint]) -> html.Ol | html.P:
                     html.Strong(h.title),
                     html.Span(": "),
                     html.Code(h.action),
+                    *_effect_line(h),
                     html.Div(["why: ", h.why], className="why"),
                 ],
-                className="hint",
+                className="hint flagged" if h.effect is not None and h.effect.flagged else "hint",
                 **data_attrs(hint=h.id),
             )
             for h in hints

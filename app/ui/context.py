@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
 
 from app.fleet.aggregate import fleet_key
-from app.read.headroom import HeadroomCache
+from app.read.twincache import TwinCache
 from app.ui.alertfeed import AlertFeed, AlertRow
 from app.ui.data import UiData
 from app.ui.fleetdata import FleetData
@@ -22,8 +22,9 @@ class PageContext:
     relative: Callable[[str], str]
     refresh_ms: int = 5000
     fleets: FleetData | None = None
-    # Headroom answers of this UI (computed when a page asks; app.read.headroom).
-    headroom: HeadroomCache = field(default_factory=HeadroomCache)
+    # The what-if twin's answers of this UI: headroom and hints' effects, computed when a
+    # page asks (app.read.twincache), or shared with the service's.
+    twin: TwinCache = field(default_factory=TwinCache)
 
     def target_href(
         self,

@@ -15,7 +15,8 @@ from urllib.parse import unquote
 
 from dash import Dash, Input, Output, dcc, html
 
-from app.ui import headroomview, ids, timerange
+from app.read.twincache import TwinCache
+from app.ui import effectsview, headroomview, ids, timerange
 from app.ui.alertfeed import AlertFeed, NoAlerts
 from app.ui.context import PageContext
 from app.ui.data import UiData
@@ -91,6 +92,7 @@ def build_dash(
     fleets: FleetData | None = None,
     prefix: str = PREFIX,
     refresh_ms: int = 5000,
+    twin: TwinCache | None = None,
 ) -> Dash:
     """The UI for ``data`` (and ``fleets``: the fleet pages), to be served under ``prefix``
     (mounted there by the caller)."""
@@ -113,6 +115,7 @@ def build_dash(
         relative=app.get_relative_path,
         refresh_ms=refresh_ms,
         fleets=fleets,
+        twin=twin if twin is not None else TwinCache(),
     )
     app.layout = _shell(ctx)
     app.validation_layout = html.Div(  # type: ignore[assignment]
@@ -144,4 +147,5 @@ def build_dash(
     for page in (overview, target, fleet, incident, alerts):
         page.register(app, ctx)
     headroomview.register(app, ctx)
+    effectsview.register(app, ctx)
     return app

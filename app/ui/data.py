@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from app.diagnose import Diagnosis, DiagnosisClass, DiagnosisConfig, diagnose
 from app.diagnose.changes import COMPARED, Baseline, with_changes
@@ -34,6 +35,7 @@ from app.model import Quantile, Window
 from app.read.windows import grid_runs
 from app.ui import palette
 from app.ui.source import Observed, TargetInfo, WindowSource
+from app.windows.probefacts import is_probe_window
 
 STEPS: tuple[float, ...] = (15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
 DEFAULT_BUDGET = 2000
@@ -45,6 +47,13 @@ _CACHE_KEEP_S = 2 * 86400.0
 # hour before it): a run longer than two hours has no baseline on the page.
 RUN_SEARCH_S = 3 * 3600.0
 _BASELINES_CAP = 1000
+
+# The overview's class strip: each card's last 15 minutes.
+RECENT_S = 900.0
+# The evaluation round's latest windows serve the overview up to this many steps old.
+FRESH_STEPS = 2
+# Rounds further apart than this leave gaps in a strip built from them.
+MAX_ROUND_SPACING_S = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,9 +125,11 @@ def _finite(x: float | None) -> float | None:
 
 
 def point_of(w: Window, d: Diagnosis) -> Point:
-    """The chart point of a window and its diagnosis."""
-    t50, t99 = _q(w, "ttft", "p50"), _q(w, "ttft", "p99")
-    i50, i99 = _q(w, "itl", "p50"), _q(w, "itl", "p99")
+    """The chart point of a window and its diagnosis (a probe's: the client's TTFT and
+    token gaps, ``app.windows.probefacts``)."""
+    ttft, itl = ("probe_ttft", "probe_itl") if is_probe_window(w) else ("ttft", "itl")
+    t50, t99 = _q(w, ttft, "p50"), _q(w, ttft, "p99")
+    i50, i99 = _q(w, itl, "p50"), _q(w, itl, "p99")
     running = w.gauges.get("running")
     waiting = w.gauges.get("waiting")
     kv = w.gauges.get("kv_usage")
@@ -139,7 +150,7 @@ def point_of(w: Window, d: Diagnosis) -> Point:
         waiting_max=None if waiting is None else waiting.max,
         kv_max=None if kv is None else kv.max,
         preemptions=w.increases.get("preemptions"),
-        requests=w.observations.get("ttft", 0.0),
+        requests=w.observations.get(ttft, 0.0),
         ttft_slo=d.ttft_slo,
         itl_slo=d.itl_slo,
     )
@@ -193,6 +204,13 @@ class UiData:
         self._diagnosed: dict[
             tuple[str, str, float], tuple[float, tuple[Window, Diagnosis] | None]
         ] = {}
+        # Inside the service: the evaluation round's latest window and diagnosis of every
+        # stream (it computes them each round anyway); the overview orders by them while
+        # they are fresh instead of windowing 1,000 streams on its first view.
+        self.latest: Callable[[], Sequence[tuple[Window, Diagnosis]]] | None = None
+        # …and each stream's classes over the last minutes, as the rounds judged them
+        # (``app.evaluate.recent``): the cards' strips, once they cover ``RECENT_S``.
+        self.recent_of: Callable[[str, str], Sequence[tuple[float, str, str | None]]] | None = None
         # The healthy baseline of each run seen: (target, model, length, run start).
         self._baselines: dict[tuple[str, str, float, float], Baseline] = {}
 
@@ -355,12 +373,14 @@ class UiData:
 
     # -- overview ---------------------------------------------------------------------------
     def cards(self, firing: dict[tuple[str, str], list[str]] | None = None) -> list[Card]:
-        """One card per stream (a down target without streams gets one), worst first."""
+        """One card per stream (a down target without streams gets one), worst first:
+        each stream's latest window and diagnosis, what the order needs. The class strip
+        of the last 15 minutes (``recent``) is left out: it costs a window and a
+        diagnosis per step, so only the cards a page shows get it (:meth:`with_recent`)."""
         firing = firing or {}
-        now = self.now()
-        end = self.aligned_end(now)
         infos = {t.name: t for t in self.source.targets()}
         streams = self.source.streams()
+        fresh = self._fresh_latest()
         out: list[Card] = []
         seen: set[str] = set()
         for target, model in streams:
@@ -368,8 +388,7 @@ class UiData:
             if info is None and self.source.live:
                 continue  # a stream of a target no longer configured
             seen.add(target)
-            cur = self.current(target, model, compare=False)
-            recent = self.timeline(target, model, end - 900.0, end).points
+            cur = fresh.get((target, model)) or self.current(target, model, compare=False)
             out.append(
                 Card(
                     target=target,
@@ -378,7 +397,6 @@ class UiData:
                     error=_error(info),
                     point=None if cur is None else point_of(cur[0], cur[1]),
                     diagnosis=None if cur is None else cur[1],
-                    recent=recent,
                     firing=tuple(firing.get((target, model), []) + firing.get((target, ""), [])),
                 )
             )
@@ -387,6 +405,80 @@ class UiData:
                 out.append(Card(name, "", info.up, _error(info), None, None))
         out.sort(key=_card_rank)
         return out
+
+    def _fresh_latest(self) -> dict[tuple[str, str], tuple[Window, Diagnosis]]:
+        """The evaluation round's latest windows that are at most ``FRESH_STEPS`` steps
+        behind the UI's latest window end (none outside the service)."""
+        if self.latest is None:
+            return {}
+        oldest = self.aligned_end(self.now()) - FRESH_STEPS * self.step
+        return {
+            (w.target, w.model_name): (w, d)
+            for w, d in self.latest()
+            if w.end >= oldest and w.end - w.start >= self.length - 1e-6
+        }
+
+    def with_recent(self, cards: Sequence[Card]) -> list[Card]:
+        """``cards`` with the class strip of their last ``RECENT_S`` seconds: the rounds'
+        classes where they cover it (inside the service, once it has run that long),
+        else windowed and diagnosed from the store."""
+        end = self.aligned_end(self.now())
+        return [
+            c if not c.model_name else replace(c, recent=self._recent(c.target, c.model_name, end))
+            for c in cards
+        ]
+
+    def _recent(self, target: str, model: str, end: float) -> tuple[Point, ...]:
+        judged = self.recent_of(target, model) if self.recent_of is not None else ()
+        if judged and judged[0][0] <= end - RECENT_S + FRESH_STEPS * self.step:
+            return _on_grid(judged, end - RECENT_S, end, self.step)
+        return tuple(self.timeline(target, model, end - RECENT_S, end).points)
+
+
+def _on_grid(
+    judged: Sequence[tuple[float, str, str | None]], start: float, end: float, step: float
+) -> tuple[Point, ...]:
+    """The rounds' classes on the UI's grid of window ends in ``(start, end]``: each end
+    takes the latest round at or before it, if that round is not older than the rounds'
+    usual spacing (a round missed is a gap in the strip, as a window without data is)."""
+    ends = [e for e, _, _ in judged]
+    gaps = sorted(b - a for a, b in zip(ends, ends[1:], strict=False))
+    spacing = gaps[len(gaps) // 2] if gaps else step  # the rounds' usual cadence
+    reach = max(step, min(spacing, MAX_ROUND_SPACING_S))
+    out: list[Point] = []
+    i = 0
+    t = math.floor(start / step) * step + step
+    while t <= end + 1e-9:
+        while i + 1 < len(judged) and judged[i + 1][0] <= t:
+            i += 1
+        e, cls, sub = judged[i]
+        if e <= t and t - e <= reach:
+            out.append(_class_point(t, cls, sub))
+        t += step
+    return tuple(out)
+
+
+def _class_point(end: float, cls: str, sub_cause: str | None) -> Point:
+    """A strip's point: the window's end and its class, nothing else."""
+    return Point(
+        end=end,
+        cls=cls,
+        sub_cause=sub_cause,
+        ttft_p50=None,
+        ttft_p50_ge=False,
+        ttft_p99=None,
+        ttft_p99_ge=False,
+        itl_p50=None,
+        itl_p50_ge=False,
+        itl_p99=None,
+        itl_p99_ge=False,
+        running_avg=None,
+        waiting_avg=None,
+        waiting_max=None,
+        kv_max=None,
+        preemptions=None,
+        requests=0.0,
+    )
 
 
 def _error(info: TargetInfo | None) -> str | None:

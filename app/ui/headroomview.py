@@ -60,7 +60,7 @@ def register(app: Dash, ctx: PageContext) -> None:
             model,
             now=ctx.data.now(),
             config=ctx.data.config,
-            cache=ctx.headroom,
+            cache=ctx.twin,
         )
         return _line(r)
 
@@ -78,9 +78,7 @@ def register(app: Dash, ctx: PageContext) -> None:
         model = data["model"]
         now = ctx.data.now()
         results = [
-            stream_headroom(
-                intervals, t, model, now=now, config=ctx.data.config, cache=ctx.headroom
-            )
+            stream_headroom(intervals, t, model, now=now, config=ctx.data.config, cache=ctx.twin)
             for t, m in sorted(ctx.data.source.streams())
             if m == model
         ]

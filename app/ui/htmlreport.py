@@ -212,7 +212,13 @@ def hints_html(d: Diagnosis) -> str:
         return '<p class="muted">Nothing to change.</p>'
     items = "".join(
         f'<li class="hint"><strong>{esc(h.title)}</strong>: <code>{esc(h.action)}</code>'
-        f'<div class="why">why: {esc(h.why)}</div></li>'
+        + (
+            ""
+            if h.effect is None
+            else f'<div class="effect {esc(str(h.effect.verdict or ""))}">'
+            f"{esc(h.effect.text())}</div>"
+        )
+        + f'<div class="why">why: {esc(h.why)}</div></li>'
         for h in d.hints
     )
     return f'<ol class="hints">{items}</ol>'

@@ -43,6 +43,7 @@ TARGET_STATUS = "target-status"
 TARGET_INCIDENT_LINK = "target-incident-link"
 TARGET_AT = "target-at"  # dcc.Store: the window end the card shows (None = latest)
 TARGET_HEADROOM = "target-headroom"  # the what-if twin's headroom line
+TARGET_EFFECTS = "target-effects"  # the what-if twin's predicted effects of the hints
 TARGET_ZOOM = "target-zoom"  # dcc.Store: [start, end] the user zoomed to (None = whole range)
 
 # -- fleet page ---------------------------------------------------------------------------

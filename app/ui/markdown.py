@@ -128,6 +128,8 @@ def incident_markdown(
         if d.hints:
             for i, h in enumerate(d.hints, 1):
                 lines.append(f"{i}. **{text(h.title)}**: {text(h.action)}. Why: {text(h.why)}")
+                if h.effect is not None:
+                    lines.append(f"   - {text(h.effect.text())} (the what-if twin)")
         else:
             lines.append("Nothing to change.")
         if d.roofline is not None:

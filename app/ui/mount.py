@@ -22,10 +22,12 @@ from fastapi import FastAPI
 from fastapi.responses import RedirectResponse
 
 from app.config import ScrapeConfig, Settings, SourceConfig, WindowConfig
-from app.diagnose import DiagnosisConfig
+from app.diagnose import Diagnosis, DiagnosisConfig
 from app.fleet.specs import slo_specs
 from app.fleet.tracker import SloTracker
+from app.model import Window
 from app.pacing import Pacer
+from app.read.twincache import TwinCache
 from app.redact import redact_url
 from app.ui.alertfeed import AlertFeed, NoAlerts, StoreAlerts
 from app.ui.dashapp import build_dash
@@ -86,9 +88,12 @@ def mount(
     fleets: FleetData | None = None,
     warmer: Warmer | None = None,
     path: str = "/ui",
+    twin: TwinCache | None = None,
 ) -> None:
     """Serve the Dash UI for ``data`` under ``path``; run ``warmer`` with the app."""
-    dash_app = build_dash(data, alert_feed=alert_feed, fleets=fleets, prefix=path.rstrip("/") + "/")
+    dash_app = build_dash(
+        data, alert_feed=alert_feed, fleets=fleets, prefix=path.rstrip("/") + "/", twin=twin
+    )
     app.mount(path, WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
 
     @app.get(path, include_in_schema=False)
@@ -139,6 +144,18 @@ def mount_live(
         label=_live_label(source),
     )
     data = UiData(store_source, config, length=window.length, step=window.step)
+
+    def latest() -> list[tuple[Window, Diagnosis]]:
+        svc = getattr(app.state, "service", None)
+        found: list[tuple[Window, Diagnosis]] = [] if svc is None else svc.evaluator.latest_streams
+        return found
+
+    def recent_of(target: str, model: str) -> tuple[tuple[float, str, str | None], ...]:
+        svc = getattr(app.state, "service", None)
+        return () if svc is None else svc.evaluator.recent.get(target, model)
+
+    data.latest = latest
+    data.recent_of = recent_of
     feed: AlertFeed = StoreAlerts(lambda: service().store) if alerts else NoAlerts()
 
     def tracker() -> SloTracker:  # the evaluator's: one cache for alerts, gauges and UI
@@ -153,7 +170,13 @@ def mount_live(
         step=window.step,
         tracker=tracker,
     )
-    mount(app, data, alert_feed=feed, fleets=fleets, warmer=Warmer(data) if warm else None)
+    # The service's twin answers (headroom, the hints' effects its job priced), once it runs.
+    twin = TwinCache(
+        shared=lambda: getattr(getattr(app.state, "service", None), "twin_cache", None)
+    )
+    mount(
+        app, data, alert_feed=feed, fleets=fleets, warmer=Warmer(data) if warm else None, twin=twin
+    )
     return data
 
 

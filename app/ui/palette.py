@@ -36,10 +36,12 @@ VERMILLION = "#D55E00"
 PURPLE = "#CC79A7"
 GREY = "#999999"
 BLACK = "#000000"
+# Tol's wine: one more fill, darker than every Okabe–Ito hue but black (transfer_bound).
+WINE = "#882255"
 # The class strip where no window was computed (the style sheet's .mini-band grey).
 EMPTY_STRIP = "#eeeeee"
-# Every colour a class may be filled with: Okabe–Ito, and grey for "no data".
-SWATCHES = (ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE, GREY, BLACK)
+# Every colour a class may be filled with: Okabe–Ito, grey for "no data", and wine.
+SWATCHES = (ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE, GREY, BLACK, WINE)
 
 STYLES: dict[str, ClassStyle] = {
     t.cls: ClassStyle(t.label, t.short, t.colour, t.text, t.pattern, classes.severity(t.cls))

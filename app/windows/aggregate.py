@@ -32,14 +32,8 @@ from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from app.model import (
-    CORE_SIGNALS,
-    QUANTILES,
-    GaugeStats,
-    HistogramDelta,
-    IntervalDelta,
-    Window,
-)
+from app.model import GaugeStats, IntervalDelta, Window
+from app.windows.assemble import window_of_sums
 from app.windows.derived import (
     derive,
     finished_requests,
@@ -49,7 +43,6 @@ from app.windows.derived import (
     quantile,
 )
 from app.windows.exact import ExactSum, HistogramSum
-from app.windows.quantile import quantiles_of_delta
 
 # A gauge sample: (time, {signal: value}).
 GaugeSample = tuple[float, Mapping[str, float]]
@@ -183,58 +176,21 @@ class _Accumulator:
 
     # -- result ---------------------------------------------------------------------
     def window(self, *, target: str, model_name: str, start: float, end: float) -> Window:
-        histograms: dict[str, HistogramDelta] = {}
-        layout_skipped = False
-        for name in sorted(self.hist):
-            latest = self.hist_order[name][-1]
-            layouts = self.hist[name]
-            layout_skipped = layout_skipped or len(layouts) > 1
-            histograms[name] = layouts[latest].result(latest)
-        labels = [label for label, _ in QUANTILES]
-        qs = [q for _, q in QUANTILES]
-        quantiles = {
-            name: dict(zip(labels, quantiles_of_delta(qs, hd), strict=True))
-            for name, hd in histograms.items()
-        }
-        means = {
-            name: (hd.sum / hd.count if hd.count != 0 else None) for name, hd in histograms.items()
-        }
-        observations = {name: hd.count for name, hd in histograms.items()}
-        covered = self.covered.value() if self.intervals else 0.0
-        increases = {name: self.counters[name].value() for name in sorted(self.counters)}
-        rates = {name: (v / covered if covered > 0 else None) for name, v in increases.items()}
-        gauges = {name: self.gauges[name].stats() for name in sorted(self.gauges)}
-        seen = set(histograms) | set(increases) | set(gauges)
-        missing = set(self.missing) | {s for s in CORE_SIGNALS if s not in seen}
         times = self.gauge_times
-        span = times[-1] - times[0] if len(times) > 1 else 0.0
-        return Window(
+        return window_of_sums(
             target=target,
             model_name=model_name,
             start=start,
             end=end,
-            quantiles=quantiles,
-            means=means,
-            observations=observations,
-            increases=increases,
-            rates=rates,
-            gauges=gauges,
-            histograms=histograms,
-            covered=covered,
+            hist=self.hist,
+            latest={name: order[-1] for name, order in self.hist_order.items()},
+            counters=self.counters,
+            gauges={name: g.stats() for name, g in self.gauges.items()},
+            missing=self.missing.keys(),
+            covered=self.covered,
             intervals=self.intervals,
-            reset=self.resets > 0 or layout_skipped,
-            missing=tuple(sorted(missing)),
-            gauge_span=span,
-            derived=derive(
-                covered=covered,
-                quantiles=quantiles,
-                means=means,
-                observations=observations,
-                increases=increases,
-                rates=rates,
-                gauges=gauges,
-                gauge_span=span,
-            ),
+            resets=self.resets,
+            gauge_span=times[-1] - times[0] if len(times) > 1 else 0.0,
         )
 
 

@@ -10,11 +10,11 @@ however long the history.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from app.model import HistogramDelta
 
-__all__ = ["ExactSum", "HistogramSum", "sum_histogram_deltas"]
+__all__ = ["ExactSum", "HistogramSum", "histogram_result", "sum_histogram_deltas"]
 
 
 def _int_pieces(n: int) -> list[float]:
@@ -82,6 +82,27 @@ class ExactSum:
             x = hi
         partials[i:] = [x] if x else []
 
+    def merge(self, other: ExactSum, sign: int = 1) -> None:
+        """Add (``sign`` 1) or remove (``sign`` -1) everything ``other`` holds, exactly."""
+        self._int += other._int if sign > 0 else -other._int
+        for x in other._partials:
+            self.update(x, sign)
+        self._pinf += sign * other._pinf
+        self._ninf += sign * other._ninf
+        self._nan += sign * other._nan
+
+    def state(self) -> tuple[int, tuple[float, ...], int, int, int]:
+        """What the sum holds: ``(int part, float partials, +inf, -inf, nan counts)``;
+        :meth:`from_state` rebuilds it (a roll-up keeps sums this way, not rounded)."""
+        return self._int, tuple(self._partials), self._pinf, self._ninf, self._nan
+
+    @classmethod
+    def from_state(cls, state: tuple[int, Sequence[float], int, int, int]) -> ExactSum:
+        out = cls()
+        out._int, partials, out._pinf, out._ninf, out._nan = state
+        out._partials = list(partials)
+        return out
+
     def value(self) -> float:
         if self._nan > 0 or (self._pinf > 0 and self._ninf > 0):
             return math.nan
@@ -129,24 +150,52 @@ class HistogramSum:
         self.sum.update(hd.sum, sign)
         self.count.update(hd.count, sign)
 
+    def merge(self, other: HistogramSum, sign: int = 1) -> None:
+        """Add (``sign`` 1) or remove (``sign`` -1) another sum of the same layout, exactly
+        (a roll-up's sum of many deltas counts as its ``members`` deltas)."""
+        self.members += sign * other.members
+        ints = self.ints
+        for index, n in other.ints.items():
+            ints[index] = ints.get(index, 0) + (n if sign > 0 else -n)
+        for index, part in other.exact.items():
+            acc = self.exact.get(index)
+            if acc is None:
+                acc = self.exact[index] = ExactSum()
+            acc.merge(part, sign)
+        self.sum.merge(other.sum, sign)
+        self.count.merge(other.count, sign)
+
     def result(self, bounds: tuple[float, ...]) -> HistogramDelta:
         """The sum held, as a delta with ``bounds``; buckets that sum to 0 left out."""
-        buckets: dict[int, float] = {}
-        exact = self.exact
-        for index in sorted(self.ints.keys() | exact.keys() if exact else self.ints):
-            n = self.ints.get(index, 0)
-            if index in exact:
-                acc = exact[index]
-                if n:
-                    acc = _plus_int(acc, n)
-                v = acc.value()
-            else:
-                v = float(n)
-            if v != 0:
-                buckets[index] = v
-        return HistogramDelta(
-            bounds=bounds, buckets=buckets, sum=self.sum.value(), count=self.count.value()
-        )
+        return histogram_result(bounds, self.ints, self.exact, self.sum.value(), self.count.value())
+
+
+def histogram_result(
+    bounds: tuple[float, ...],
+    ints: Mapping[int, int],
+    exact: Mapping[int, ExactSum],
+    total: float,
+    count: float,
+) -> HistogramDelta:
+    """A histogram's summed buckets (whole ones in ``ints``, the others' exact sums in
+    ``exact``) as a delta with ``bounds``, its ``total`` and ``count``; buckets that sum
+    to 0 are left out (what :meth:`HistogramSum.result` answers, from its parts)."""
+    if not exact:  # the common case: whole counts only
+        buckets = {index: float(n) for index, n in sorted(ints.items()) if n}
+        return HistogramDelta(bounds=bounds, buckets=buckets, sum=total, count=count)
+    buckets = {}
+    for index in sorted(ints.keys() | exact.keys()):
+        n = ints.get(index, 0)
+        if index in exact:
+            acc = exact[index]
+            if n:
+                acc = _plus_int(acc, n)
+            v = acc.value()
+        else:
+            v = float(n)
+        if v != 0:
+            buckets[index] = v
+    return HistogramDelta(bounds=bounds, buckets=buckets, sum=total, count=count)
 
 
 def _plus_int(acc: ExactSum, n: int) -> ExactSum:

@@ -7,10 +7,10 @@ observations, a rate over nothing) is null, never 0.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from app.model import Window
+from app.windows.probefacts import probe_facts
 
 __all__ = ["FIELD_PREFIX", "window_to_dict"]
 
@@ -26,8 +26,20 @@ FIELD_PREFIX: dict[str, str] = {
 }
 
 
+# (signal, ((percentile, field), ...), mean field, count field), in the object's order
+_HISTOGRAM_FIELDS = tuple(
+    (
+        signal,
+        tuple((p, f"{prefix}_{p}") for p in ("p50", "p90", "p99")),
+        f"{prefix}_mean",
+        f"{prefix}_count",
+    )
+    for signal, prefix in FIELD_PREFIX.items()
+)
+
+
 def _clean(x: float | None) -> float | None:
-    if x is None or math.isnan(x) or math.isinf(x):
+    if x is None or x - x != 0:  # NaN and infinities give NaN
         return None
     return x
 
@@ -41,15 +53,15 @@ def window_to_dict(w: Window) -> dict[str, Any]:
         "end": float(w.end),
     }
     ge_top: list[str] = []
-    for signal, prefix in FIELD_PREFIX.items():
+    for signal, percentiles, mean_field, count_field in _HISTOGRAM_FIELDS:
         qs = w.quantiles.get(signal, {})
-        for p in ("p50", "p90", "p99"):
+        for p, name in percentiles:
             q = qs.get(p)
-            out[f"{prefix}_{p}"] = _clean(q.value) if q is not None else None
+            out[name] = _clean(q.value) if q is not None else None
             if q is not None and q.ge_top_bucket:
-                ge_top.append(f"{prefix}_{p}")
-        out[f"{prefix}_mean"] = _clean(w.means.get(signal))
-        out[f"{prefix}_count"] = w.observations.get(signal)
+                ge_top.append(name)
+        out[mean_field] = _clean(w.means.get(signal))
+        out[count_field] = w.observations.get(signal)
     for gauge, prefix in (("running", "running"), ("waiting", "waiting"), ("kv_usage", "kv")):
         g = w.gauges.get(gauge)
         out[f"{prefix}_avg"] = _clean(g.avg) if g is not None else None
@@ -73,4 +85,6 @@ def window_to_dict(w: Window) -> dict[str, Any]:
     out["intervals"] = w.intervals
     out["reset"] = w.reset
     out["missing"] = list(w.missing)
+    probe = probe_facts(w)  # a probe's stream: what a client saw (app.windows.probefacts)
+    out["probe"] = None if probe is None else probe.as_dict()
     return out

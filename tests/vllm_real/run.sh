@@ -5,7 +5,8 @@
 # 2. build a tiny randomly initialised Llama + a locally trained tokenizer (no model hub)
 # 3. serve it on 127.0.0.1 with a 24-block KV pool, so 24 concurrent streams must wait,
 #    fill the cache and get preempted (~50-60 s to start on 2 cores)
-# 4. check.py drives the load, scrapes the genuine page with phasewatch, diagnoses it
+# 4. probe_check.py probes the idle server (client TTFT >= the server's own for each request)
+# 5. check.py drives the load, scrapes the genuine page with phasewatch, diagnoses it
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 VENV="${1:?usage: run.sh VLLM_VENV PROJECT_PYTHON}"
@@ -26,6 +27,7 @@ setsid "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
   --host 127.0.0.1 --port "$PORT" \
   --dtype float32 --enforce-eager --max-model-len 1024 \
   --num-gpu-blocks-override 24 --gpu-memory-utilization "${VLLM_CPU_MEMORY_UTILIZATION:-0.3}" \
+  --enable-per-request-metrics \
   >"$WORK/vllm.log" 2>&1 &
 VLLM_PID=$!
 stop() {
@@ -46,6 +48,9 @@ done
 curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "vLLM did not start in 300 s"; tail -30 "$WORK/vllm.log"; exit 1; }
 echo "vLLM up in $(( $(date +%s) - t_start )) s"
 
+if ! "$PROJECT_PY" "$HERE/probe_check.py" "http://127.0.0.1:$PORT" tiny-llama; then
+  echo "probe check failed; the end of vLLM's log:"; tail -40 "$WORK/vllm.log"; exit 1
+fi
 if ! "$PROJECT_PY" "$HERE/check.py" "http://127.0.0.1:$PORT" tiny-llama --window 5; then
   echo "check failed; the end of vLLM's log:"; tail -40 "$WORK/vllm.log"; exit 1
 fi

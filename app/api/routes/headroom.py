@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, HTTPException, Path, Query
 from pydantic import Field
 
-from app.api.deps import DiagnosisConfigDep, HeadroomCacheDep, StoreDep
+from app.api.deps import DiagnosisConfigDep, StoreDep, TwinCacheDep
 from app.api.schemas import Answer
 from app.read.headroom import fleet_headroom, stream_headroom
 
@@ -49,7 +49,7 @@ def target_headroom(
     name: NAME,
     store: StoreDep,
     config: DiagnosisConfigDep,
-    cache: HeadroomCacheDep,
+    cache: TwinCacheDep,
     model: Annotated[str | None, Query(max_length=512)] = None,
 ) -> HeadroomPublic:
     """The largest traffic × k that keeps TTFT p99 and ITL p99 within the stream's SLO, on
@@ -75,7 +75,7 @@ def fleet_headroom_route(
     model: Annotated[str, Path(min_length=1, max_length=512, description="the model_name")],
     store: StoreDep,
     config: DiagnosisConfigDep,
-    cache: HeadroomCacheDep,
+    cache: TwinCacheDep,
 ) -> FleetHeadroomPublic:
     """Every replica's headroom (the streams serving ``model``) and the fleet's: its
     tightest replica's, as traffic spread evenly grows on every replica alike."""

@@ -68,10 +68,37 @@ class TargetsHealthPublic(Answer):
     )
 
 
+class ConfigLoadPublic(Answer):
+    """The configuration's last load (start-up or reload: SIGHUP, ``POST /-/reload``)."""
+
+    successful: bool = Field(description="false: the last reload was refused, the old runs")
+    last_attempt: float | None
+    last_success: float | None
+    error: str | None = Field(description="why the last reload was refused")
+    trigger: str = Field(description="start, SIGHUP or api")
+
+
+class DiscoveryHealthPublic(Answer):
+    """One file_sd or http_sd config's last look (a failed look keeps the last list)."""
+
+    kind: Literal["file_sd", "http_sd"]
+    source: str = Field(description="the file patterns, or the URL (secrets masked)")
+    ok: bool
+    targets: int
+    skipped: int = Field(description="entries left out of the list (bad address, name twice)")
+    skipped_why: list[str]
+    last_refresh: float | None
+    last_error: str | None
+    last_error_at: float | None
+    failures: int
+
+
 class ComponentsPublic(Answer):
     """What the service needs besides its targets; ``degraded`` while one fails."""
 
     status: Literal["ok", "degraded"]
+    config: ConfigLoadPublic
+    discovery: list[DiscoveryHealthPublic]
     store: StoreHealthPublic
     outbox: OutboxBacklogPublic
     receivers: list[ReceiverHealthPublic]
@@ -88,7 +115,8 @@ def healthz(service: ServiceDep) -> dict[str, Any]:
 @router.get("/api/v1/health/components", tags=["health"], response_model=ComponentsPublic)
 def components(service: ServiceDep) -> dict[str, Any]:
     """The store (write errors by kind), the outbox backlog, each receiver's last error
-    kind and a summary of target health; ``status`` is ``degraded`` when one fails."""
+    kind, the configuration's last load, each discovery config's last look and a summary
+    of target health; ``status`` is ``degraded`` when one fails (a refused reload too)."""
     return service.components(time.time())
 
 

@@ -48,7 +48,7 @@ async def get_windows(
     asking for the same day again computes only the newest windows. A client that
     disconnects stops the work between streams.
     """
-    if target not in targets:
+    if target not in targets and not store.streams(target):  # a gone target's history stays
         raise HTTPException(404, f"unknown target {target!r}")
     end_ts = time.time() if end is None else end
     start_ts = end_ts - 3600.0 if start is None else start

@@ -135,6 +135,8 @@ def _stream_section(s: StreamReview, length: float) -> list[str]:
             lines += ["", "What to change (most useful first):", ""]
             for i, h in enumerate(d.hints, 1):
                 lines.append(f"{i}. **{text(h.title)}**: {text(h.action)} — {text(h.why)}")
+                if h.effect is not None:
+                    lines.append(f"   - {text(h.effect.text())} (the what-if twin)")
         lines.append("")
     return lines
 

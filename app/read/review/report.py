@@ -19,7 +19,7 @@ Pure: diagnoses and windows in, a :class:`Review` out; no I/O and no clock.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -299,20 +299,30 @@ def _spike(signal: str, group: list[tuple[Diagnosis, str]], base: float | None) 
     )
 
 
-def findings(diagnoses: Sequence[Diagnosis], runs: Sequence[Run]) -> list[Finding]:
-    """For each problem run, its most confident window's diagnosis."""
+def findings(
+    diagnoses: Sequence[Diagnosis],
+    runs: Sequence[Run],
+    price: Callable[[Diagnosis], Diagnosis] | None = None,
+) -> list[Finding]:
+    """For each problem run, its most confident window's diagnosis (with ``price``: its
+    hints' predicted effects, ``app.read.effects``)."""
     out = []
     for run in runs:
         if not _is_problem(run.cls):
             continue
         inside = [d for d in diagnoses if run.first_end <= d.end <= run.last_end]
         best = max(inside, key=lambda d: (d.confidence, -d.end))
-        out.append(Finding(run, best))
+        out.append(Finding(run, best if price is None else price(best)))
     return out
 
 
 def review_stream(
-    target: str, model_name: str, diagnoses: Sequence[Diagnosis], *, spike_factor: float = 3.0
+    target: str,
+    model_name: str,
+    diagnoses: Sequence[Diagnosis],
+    *,
+    spike_factor: float = 3.0,
+    price: Callable[[Diagnosis], Diagnosis] | None = None,
 ) -> StreamReview:
     """One stream's part of the report (``diagnoses`` oldest first)."""
     ordered = sorted(diagnoses, key=lambda d: d.end)
@@ -324,7 +334,7 @@ def review_stream(
         windows=len(ordered),
         timeline=tuple(runs),
         spikes=tuple(found_spikes),
-        findings=tuple(findings(ordered, runs)),
+        findings=tuple(findings(ordered, runs, price)),
         baseline_ttft_p99=base_ttft,
         baseline_itl_p99=base_itl,
         diagnoses=tuple(ordered),
@@ -343,13 +353,15 @@ def build_review(
     alerts: Sequence[AlertEvent] | None = None,
     spike_factor: float = 3.0,
     notes: Sequence[str] = (),
+    price: Callable[[Diagnosis], Diagnosis] | None = None,
 ) -> Review:
     """The report: one ``StreamReview`` per (target, model_name), problem streams first."""
     by_stream: dict[tuple[str, str], list[Diagnosis]] = {}
     for d in diagnoses:
         by_stream.setdefault((d.target, d.model_name), []).append(d)
     streams = [
-        review_stream(t, m, ds, spike_factor=spike_factor) for (t, m), ds in by_stream.items()
+        review_stream(t, m, ds, spike_factor=spike_factor, price=price)
+        for (t, m), ds in by_stream.items()
     ]
     streams.sort(key=lambda s: (-s.problem_windows, s.target, s.model_name))
     return Review(

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -22,7 +22,8 @@ from app.diagnose import DEFAULT_CONFIG, Diagnosis, DiagnosisConfig, diagnose
 from app.diagnose.changes import LOOKBACK_S
 from app.evaluate.baseline import deltas_timeline
 from app.evaluate.replay import replay_alerts
-from app.model import ErrorKind
+from app.model import ErrorKind, IntervalDelta
+from app.read.effects import priced
 from app.read.review.report import AlertEvent, Review, build_review
 from app.redact import redact_url
 from app.sources.prometheus import History, PrometheusSource, TargetHistory
@@ -191,6 +192,7 @@ async def run_review(
     config: DiagnosisConfig = DEFAULT_CONFIG,
     spike_factor: float = 3.0,
     rules: Sequence[Rule] | None = None,
+    effects: bool = True,
 ) -> Review:
     """Read ``[start - length, end]`` from ``source`` and build the report; with
     ``rules``, also the alerts that would have fired. ``config`` carries the thresholds
@@ -228,4 +230,21 @@ async def run_review(
         alerts=alerts,
         spike_factor=spike_factor,
         notes=notes,
+        price=_pricer(history, config) if effects else None,
     )
+
+
+def _pricer(history: History, config: DiagnosisConfig) -> Callable[[Diagnosis], Diagnosis]:
+    """A finding's hints priced on the what-if twin of the 15 minutes before its window
+    (``app.read.effects``), from the history read for the review."""
+
+    def intervals(target: str, model: str, start: float, end: float) -> list[IntervalDelta]:
+        hist = history.get(target)
+        if hist is None:
+            return []
+        return [d for d in hist.deltas if d.model_name == model and start < d.end <= end]
+
+    def price(d: Diagnosis) -> Diagnosis:
+        return priced(d, intervals, config=config)
+
+    return price

@@ -16,6 +16,7 @@ from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 
 from app.diagnose import Diagnosis
 from app.diagnose.records import fmt_value
+from app.read.effects import priced
 from app.ui import ids, palette, timerange
 from app.ui.alertfeed import AlertRow, alert_summary
 from app.ui.components import badge, diagnosis_card
@@ -252,13 +253,21 @@ def register(app: Dash, ctx_: PageContext) -> None:
         Output(ids.INCIDENT_DOWNLOAD, "data"),
         Input(ids.INCIDENT_EXPORT, "n_clicks"),
         State(ids.INCIDENT_PREVIEW, "children"),
+        State(ids.INCIDENT_FOUND, "data"),
+        State(ids.INCIDENT_OPEN, "data"),
         prevent_initial_call=True,
     )
-    def export(clicks: int | None, text: str | None) -> Any:
+    def export(
+        clicks: int | None, text: str | None, found: dict[str, Any] | None, index: int | None
+    ) -> Any:
         # The button is new in every opened view, and Dash calls this as it appears: no
         # click yet, no download.
         if not clicks or not text:
             return no_update
+        # The summary as shown, with the hints' predicted effects priced now.
+        got = None if not found or index is None else _opened(ctx_, found, int(index), price=True)
+        if got is not None:
+            text = got.markdown
         # what dcc.send_string returns, built here to keep the callback typed
         return {
             "content": text,
@@ -279,7 +288,7 @@ def register(app: Dash, ctx_: PageContext) -> None:
         summary; Plotly inlined: it opens offline)."""
         if not clicks or not found or index is None:  # a view just shown: not a click
             return no_update
-        got = _opened(ctx_, found, int(index))
+        got = _opened(ctx_, found, int(index), price=True)
         if got is None:
             return no_update
         report = incident_html(
@@ -315,8 +324,12 @@ class _Opened:
     markdown: str
 
 
-def _opened(ctx_: PageContext, found: dict[str, Any], index: int) -> _Opened | None:
-    """The ``index``-th spike of the search ``found``, opened (None: it is gone)."""
+def _opened(
+    ctx_: PageContext, found: dict[str, Any], index: int, *, price: bool = False
+) -> _Opened | None:
+    """The ``index``-th spike of the search ``found``, opened (None: it is gone). The
+    diagnosis' hints carry the effects the what-if twin has priced; with ``price`` (the
+    exports) those not priced yet are computed (seconds of CPU, then cached)."""
     data = ctx_.data
     spikes = _find(ctx_, found)
     if not 0 <= index < len(spikes):
@@ -330,7 +343,19 @@ def _opened(ctx_: PageContext, found: dict[str, Any], index: int) -> _Opened | N
         Mark(a.at, f"{a.name} {a.state}", palette.VERMILLION) for a in alerts if a.state == "firing"
     ]
     peak = data.diagnosis_at(s.target, s.model_name, s.peak_at)
-    diagnosis = None if peak is None else peak[1]
+    diagnosis = None
+    if peak is not None:
+        window, diagnosis = peak
+        intervals = getattr(data.source, "intervals", None)
+        if intervals is not None:
+            diagnosis = priced(
+                diagnosis,
+                intervals,
+                config=data.config,
+                cache=ctx_.twin,
+                info=dict(window.info or {}),
+                compute=price,
+            )
     md = incident_markdown(s, diagnosis=diagnosis, alerts=alerts, source=data.source.label)
     return _Opened(s, lo, hi, tl, alerts, marks, diagnosis, md)
 

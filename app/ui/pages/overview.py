@@ -22,12 +22,11 @@ from app.read import markdown_text as md
 from app.ui import ids, palette
 from app.ui.components import badge, data_attrs, mini_band
 from app.ui.context import PageContext
-from app.ui.data import Card
+from app.ui.data import RECENT_S, Card
 from app.ui.figures import utc
 from app.ui.fleet_components import budget_text, budget_title
 from app.ui.fleetdata import FleetSummary
 
-RECENT_S = 900.0
 CARDS_PER_PAGE = 24
 FLEET_LINKS = 12
 FINE = (DiagnosisClass.HEALTHY, DiagnosisClass.IDLE)
@@ -344,6 +343,7 @@ def register(app: Dash, ctx: PageContext) -> None:
             budgets = fd.budgets()
             fleets = fleets_view(ctx, fd.summaries())
         shown, rest, pages, words = split_page(cards, page or 1)
+        shown = ctx.data.with_recent(shown)
         views = [
             card_view(ctx, c, now=now, budgets=budgets.get((c.target, c.model_name))) for c in shown
         ]

@@ -13,10 +13,11 @@ from typing import Any
 
 from dash import Dash, Input, Output, Patch, State, ctx, dcc, html, no_update
 
-from app.ui import headroomview, ids, timerange
+from app.ui import effectsview, headroomview, ids, timerange
 from app.ui.components import diagnosis_card, engines_table, page_head
 from app.ui.context import PageContext
 from app.ui.figures import Mark, mark_annotations, mark_shapes, target_figure, utc
+from app.ui.probeview import probe_panel
 
 AT_PAD_S = 1800.0
 
@@ -107,6 +108,7 @@ def view(
             ),
             html.P(id=ids.TARGET_STATUS, className="muted status"),
             headroomview.placeholder(ids.TARGET_HEADROOM),
+            effectsview.placeholder(),
             dcc.Graph(
                 id=ids.TARGET_GRAPH,
                 config={"displaylogo": False, "responsive": True},
@@ -269,7 +271,7 @@ def register(app: Dash, ctx_: PageContext) -> None:
         return (
             fig,
             _card(ctx_, target, model, at),
-            engines_table(data.source.engines(target, model)),
+            _side(ctx_, target, model),
             status,
             ctx_.incident_href(target, model, start=view[0], end=view[1]),
             at,
@@ -321,6 +323,19 @@ def _window_end(ctx_: PageContext, at: float) -> float:
     return math.ceil(at / step - 1e-9) * step
 
 
+def _side(ctx_: PageContext, target: str, model: str) -> Any:
+    """Beside the card: the server's engines, or a probe's readings (``probeview``: a
+    probe's stream has no engines)."""
+    data = ctx_.data
+    engines = data.source.engines(target, model)
+    if not engines:
+        found = data.current(target, model, compare=False)
+        panel = None if found is None else probe_panel(*found)
+        if panel is not None:
+            return panel
+    return engines_table(engines)
+
+
 def _card(ctx_: PageContext, target: str, model: str, at: float | None) -> Any:
     data = ctx_.data
     found = (
@@ -330,4 +345,4 @@ def _card(ctx_: PageContext, target: str, model: str, at: float | None) -> Any:
     )
     if found is None:
         return html.P("No window to diagnose here.", className="muted")
-    return diagnosis_card(found[1], latest=at is None)
+    return diagnosis_card(effectsview.with_cached(ctx_, found[1]), latest=at is None)

@@ -1,0 +1,222 @@
+"""The hints' predicted effects, from the what-if twin (``app.evaluate.effects`` says what
+they are for; ``app.diagnose.effects`` what a prediction means).
+
+:func:`stream_effects` prices a stream's hint settings on its twin (``app.read.twincache``:
+fitted on the last 15 minutes, shared with the headroom answers), each setting's result
+cached per stream, settings and 5-minute bucket. It computes on demand: the target page
+and the incident exports call it.
+
+:class:`TwinEffects` is the service's :class:`~app.evaluate.effects.EffectSource`: an
+evaluation round only reads what is cached and queues the rest; :meth:`TwinEffects.work`,
+a scheduled job of its own, prices the queue under a CPU budget (``cpu_share`` of one
+core on average: a twin costs seconds of CPU, and at 1,000 targets the scrape rounds
+come first). A stream queued twice is priced once; the queue keeps the newest
+:data:`MAX_QUEUED` streams.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from app.diagnose import Diagnosis
+from app.diagnose.config import DiagnosisConfig
+from app.diagnose.effects import Effect, Figure
+from app.evaluate.effects import attach, settings_of
+from app.model import Window
+from app.read.twincache import Intervals, TwinCache, bucket_end, fitted
+from app.twin.whatif import Calibration, ChangeError, knobs_for, predict_from
+
+Setting = tuple[str, float]
+MAX_QUEUED = 256
+DEFAULT_CPU_SHARE = 0.02
+
+
+def effect_of(cal: Calibration, setting: Setting, slo_ttft: float, slo_itl: float) -> Effect:
+    """The twin's prediction of one setting: today's p99 (measured), today's × the twin's
+    effect (its prediction ÷ its own replay, so the replay's bias divides out) and the
+    interval moved alike."""
+    key, value = setting
+    change = f"{key}={value:g}"
+    try:
+        knobs, _ = knobs_for(cal.twin, {key: value})
+        w = predict_from(cal, {key: value}, knobs)
+    except (ChangeError, ValueError) as exc:
+        return Effect(change, None, None, error=str(exc))
+
+    def figure(name: str, slo: float) -> Figure | None:
+        base, pred, k = w.baseline.value(name), w.predicted.value(name), w.effect.get(name)
+        if base is None or pred is None or k is None or pred <= 0:
+            return None
+        shown = base * k
+        lo, hi = w.interval.get(name) or (pred, pred)
+        return Figure(base, shown, lo * shown / pred, hi * shown / pred, slo)
+
+    return Effect(change, figure("ttft_p99", slo_ttft), figure("itl_p99", slo_itl), w.replay_error)
+
+
+def stream_effects(
+    intervals: Intervals,
+    target: str,
+    model: str,
+    settings: Sequence[Setting],
+    *,
+    now: float,
+    config: DiagnosisConfig,
+    cache: TwinCache | None = None,
+    info: Mapping[str, str] | None = None,
+) -> dict[Setting, Effect]:
+    """Each setting's effect on the stream's twin over its last 15 minutes (computed now
+    where not cached)."""
+    if not settings:
+        return {}
+    slo = config.slo_for(target, model)
+    f = fitted(intervals, target, model, now=now, config=config, cache=cache, info=dict(info or {}))
+    out: dict[Setting, Effect] = {}
+    for s in settings:
+        cal = f.calibration
+
+        def make(cal: Calibration | None = cal, s: Setting = s) -> Effect:
+            if cal is None:
+                return Effect(f"{s[0]}={s[1]:g}", None, None, error=f.error or "no twin")
+            return effect_of(cal, s, slo.ttft_p99, slo.itl_p99)
+
+        key = _key(config, target, model, now, s)
+        out[s] = cache.get(key, make) if cache is not None else make()
+    return out
+
+
+def _key(
+    config: DiagnosisConfig, target: str, model: str, now: float, s: Setting
+) -> tuple[object, ...]:
+    slo = config.slo_for(target, model)
+    server = repr(config.server_for(target))
+    return ("effect", target, model, bucket_end(now), server, slo.ttft_p99, slo.itl_p99, s)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    end: float
+    settings: tuple[Setting, ...]
+    info: Mapping[str, str]
+
+
+class TwinEffects:
+    """The service's effect source (module docstring)."""
+
+    def __init__(
+        self,
+        intervals: Intervals,
+        config: DiagnosisConfig,
+        cache: TwinCache,
+        *,
+        cpu_share: float = DEFAULT_CPU_SHARE,
+        clock: Callable[[], float] = time.monotonic,
+        cpu: Callable[[], float] = time.thread_time,
+    ) -> None:
+        if not 0 < cpu_share <= 1:
+            raise ValueError(f"cpu_share must be in (0, 1], got {cpu_share}")
+        self.intervals = intervals
+        self.config = config
+        self.cache = cache
+        self.cpu_share = cpu_share
+        self._clock = clock
+        self._cpu = cpu
+        self._since = clock()
+        self.spent_s = 0.0
+        self.priced = 0
+        self._queue: OrderedDict[tuple[str, str], _Asked] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def effects(self, window: Window, settings: Sequence[Setting]) -> Mapping[Setting, Effect]:
+        target, model = window.target, window.model_name
+        found = cached_effects(self.cache, self.config, target, model, window.end, settings)
+        missing = [s for s in settings if s not in found]
+        if missing:
+            with self._lock:
+                self._queue.pop((target, model), None)
+                self._queue[(target, model)] = _Asked(
+                    window.end, tuple(settings), dict(window.info or {})
+                )
+                while len(self._queue) > MAX_QUEUED:
+                    self._queue.popitem(last=False)
+        return found
+
+    @property
+    def queued(self) -> int:
+        with self._lock:
+            return len(self._queue)
+
+    def within_budget(self) -> bool:
+        return self.spent_s <= self.cpu_share * (self._clock() - self._since)
+
+    def work(self) -> int:
+        """Price queued streams, newest first, while the CPU budget allows; the number
+        priced."""
+        done = 0
+        while self.within_budget():
+            with self._lock:
+                if not self._queue:
+                    break
+                (target, model), asked = self._queue.popitem(last=True)
+            t0 = self._cpu()
+            stream_effects(
+                self.intervals,
+                target,
+                model,
+                asked.settings,
+                now=asked.end,
+                config=self.config,
+                cache=self.cache,
+                info=asked.info,
+            )
+            self.spent_s += self._cpu() - t0
+            self.priced += 1
+            done += 1
+        return done
+
+
+def cached_effects(
+    cache: TwinCache,
+    config: DiagnosisConfig,
+    target: str,
+    model: str,
+    end: float,
+    settings: Sequence[Setting],
+) -> dict[Setting, Effect]:
+    """The effects already priced for a stream's window ending at ``end`` (no twin run)."""
+    out: dict[Setting, Effect] = {}
+    for s in settings:
+        hit = cache.peek(_key(config, target, model, end, s))
+        if isinstance(hit, Effect):
+            out[s] = hit
+    return out
+
+
+def priced(
+    d: Diagnosis,
+    intervals: Intervals,
+    *,
+    config: DiagnosisConfig,
+    cache: TwinCache | None = None,
+    info: Mapping[str, str] | None = None,
+    now: float | None = None,
+    compute: bool = True,
+) -> Diagnosis:
+    """``d`` with its hints' effects on the twin of the 15 minutes before ``now`` (default
+    ``d.end``): computed where ``compute``, else only those already cached."""
+    settings = settings_of(d)
+    if not settings:
+        return d
+    at = d.end if now is None else now
+    if not compute:
+        if cache is None:
+            return d
+        return attach(d, cached_effects(cache, config, d.target, d.model_name, at, settings))
+    found = stream_effects(
+        intervals, d.target, d.model_name, settings, now=at, config=config, cache=cache, info=info
+    )
+    return attach(d, found)

@@ -1,0 +1,119 @@
+"""The what-if twin of a stream's recent history, fitted and calibrated once and shared by
+the headroom answers and the hints' predicted effects (``app.read.headroom``,
+``app.read.effects``).
+
+A twin is fitted on the stream's last ``LOOKBACK_S`` seconds ending at a ``BUCKET_S``
+boundary, at the stream's server settings (``DiagnosisConfig.server_for``), and replayed
+``SEEDS`` times (``app.twin.whatif.calibrate``). A calibration costs seconds of CPU, so
+it and everything computed from it is kept in a :class:`TwinCache` per stream, settings
+and 5-minute bucket.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.diagnose.config import DiagnosisConfig
+from app.model import IntervalDelta
+from app.read.whatif import span_of
+from app.twin.fit import FitError, fit
+from app.twin.whatif import Calibration, calibrate
+
+LOOKBACK_S = 900.0
+BUCKET_S = 300.0
+SEEDS = 2
+MAX_ENTRIES = 4096
+
+Intervals = Callable[[str, str, float, float], list[IntervalDelta]]
+
+
+@dataclass
+class TwinCache:
+    """Results per key (stream, settings, 5-minute bucket, what was asked); thread-safe.
+    ``computed`` counts the results made (not served from the cache)."""
+
+    entries: dict[Hashable, Any] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    computed: int = 0
+    # Another cache to use instead (the UI's, the service's: found once the service runs).
+    shared: Callable[[], TwinCache | None] | None = None
+
+    def _own(self) -> TwinCache:
+        other = self.shared() if self.shared is not None else None
+        return other if other is not None and other is not self else self
+
+    def peek(self, key: Hashable) -> Any:
+        own = self._own()
+        if own is not self:
+            return own.peek(key)
+        with self.lock:
+            return self.entries.get(key)
+
+    def get(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        own = self._own()
+        if own is not self:
+            return own.get(key, make)
+        hit = self.peek(key)
+        if hit is not None:
+            return hit
+        value = make()
+        with self.lock:
+            if len(self.entries) >= MAX_ENTRIES:
+                self.entries.pop(next(iter(self.entries)))
+            self.entries[key] = value
+            self.computed += 1
+        return value
+
+
+@dataclass(frozen=True, slots=True)
+class Fitted:
+    """A stream's twin over ``(start, end]``: its calibration, or why there is none."""
+
+    target: str
+    model_name: str
+    start: float
+    end: float
+    calibration: Calibration | None
+    error: str | None = None
+
+
+def bucket_end(now: float) -> float:
+    return now // BUCKET_S * BUCKET_S
+
+
+def fitted(
+    intervals: Intervals,
+    target: str,
+    model: str,
+    *,
+    now: float,
+    config: DiagnosisConfig,
+    cache: TwinCache | None = None,
+    info: dict[str, str] | None = None,
+) -> Fitted:
+    """The stream's calibrated twin over its last ``LOOKBACK_S`` (module docstring)."""
+    end = bucket_end(now)
+    start = end - LOOKBACK_S
+    server = config.server_for(target)
+
+    def make() -> Fitted:
+        try:
+            span = span_of(
+                intervals(target, model, start, end),
+                start=start,
+                end=end,
+                target=target,
+                model=model,
+                info=info,
+                server=server,
+            )
+            cal = calibrate(fit(span), span.whole, seeds=SEEDS)
+        except (FitError, ValueError) as exc:
+            return Fitted(target, model, start, end, None, str(exc))
+        return Fitted(target, model, start, end, cal)
+
+    key = ("twin", target, model, end, repr(server))
+    return cache.get(key, make) if cache is not None else make()

@@ -1,0 +1,150 @@
+"""Hints carry the what-if twin's predicted effect: what the words mean
+(``app.diagnose.effects``), how the evaluation layer attaches them
+(``app.evaluate.effects``), and the service pricing them off the round, under its CPU
+budget, until an alert's annotation carries one (``app.read.effects``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.config import load_settings
+from app.diagnose.effects import Effect, Figure, Verdict
+from app.diagnose.records import Hint
+from app.evaluate.effects import attach
+from app.main import create_app
+from app.sim.record import record
+from app.sources.recording import record_into
+from app.store.sqlite import Store
+from tests.test_e2e import ServiceThread
+
+
+def _effect(ttft: tuple[float, float], itl: tuple[float, float], slo_itl: float = 0.1) -> Effect:
+    return Effect(
+        "max_num_seqs=16",
+        Figure(ttft[0], ttft[1], ttft[1] * 0.8, ttft[1] * 1.3, 2.0),
+        Figure(itl[0], itl[1], itl[1] * 0.9, itl[1] * 1.1, slo_itl),
+        0.05,
+    )
+
+
+def test_the_verdict_and_the_words_of_an_effect() -> None:
+    helps = _effect((39.0, 2.1), (0.040, 0.0432))
+    assert helps.verdict is Verdict.HELPS and not helps.flagged
+    assert helps.text() == "predicted: TTFT p99 39 s → 2.1 s (1.68–2.73 s), ITL p99 +8 %"
+    nothing = _effect((1.0, 1.02), (0.040, 0.041))
+    assert nothing.verdict is Verdict.NO_EFFECT and nothing.flagged
+    assert nothing.text().startswith("predicted to change nothing: TTFT p99 +2 %")
+    harms = _effect((1.0, 1.0), (0.040, 0.090))
+    assert harms.verdict is Verdict.HARMS and harms.flagged
+    assert harms.text() == "predicted to harm: TTFT p99 +0 %, ITL p99 40 ms → 90 ms (81–99 ms)"
+    trade = _effect((10.0, 1.0), (0.040, 0.150))
+    assert trade.verdict is Verdict.HELPS
+    assert trade.text().endswith("— trade-off: ITL p99 over its SLO")
+    cannot = Effect("replicas=2", None, None, error="the span has no TTFT or ITL histogram")
+    assert cannot.verdict is None and not cannot.flagged
+    assert cannot.to_dict()["text"].startswith("predicted effect: cannot tell — the span")
+
+
+def test_flagged_hints_go_last_and_keep_their_effect() -> None:
+    from app.diagnose import DiagnosisConfig, diagnose
+    from tests.diagnose_windows import make_window
+
+    d = diagnose(make_window(), DiagnosisConfig())
+    more = ("replicas", 2.0)
+    fewer = ("max_num_seqs", 8.0)
+    hints = (
+        Hint("a", "More replicas", "run more", "why a", setting=more),
+        Hint("b", "Fewer sequences", "--max-num-seqs 8", "why b", setting=fewer),
+        Hint("c", "Look", "look at it", "why c"),
+    )
+    d = dataclasses.replace(d, hints=hints)
+    harmful = _effect((1.0, 1.0), (0.040, 0.090))
+    helpful = _effect((39.0, 2.1), (0.040, 0.0432))
+    out = attach(d, {more: harmful, fewer: helpful})
+    assert [h.id for h in out.hints] == ["b", "c", "a"]
+    assert out.hints[-1].effect == harmful and out.hints[0].effect == helpful
+    assert out.hints[1].effect is None
+    assert "predicted to harm" in out.hints[-1].line()
+    assert out.to_dict()["hints"][-1]["effect"]["verdict"] == "harms"
+    assert out.to_dict()["hints"][-1]["setting"] == {"replicas": 2.0}
+
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """A service over a store holding the last 20 minutes of an overloaded replica (its
+    queue grows: queue-bound, hints to add replicas)."""
+    root = tmp_path_factory.mktemp("effects")
+    start = math.floor((time.time() - 1200) / 5) * 5
+    store = Store(root / "pw.db")
+    rec = record("queue_overload", root / "r0", duration=1200, seed=1, start_unix=start)
+    record_into(store, rec, "r0")
+    store.close()
+    targets = [{"name": "r0", "url": "http://127.0.0.1:9/metrics", "server": {"max_num_seqs": 32}}]
+    settings = load_settings(
+        None,
+        {
+            "targets": targets,
+            "storage": {"path": str(root / "pw.db")},
+            "whatif": {"cpu_share": 1.0},
+        },
+    )
+    app = create_app(settings, start_jobs=False)
+    svc = ServiceThread(app)
+    try:
+        app.state.service.url = svc.url
+        yield app.state.service
+    finally:
+        svc.close()
+
+
+def test_the_round_queues_the_job_prices_and_the_alert_carries_the_effect(service: Any) -> None:
+    now = time.time()
+    first = service.evaluate_alerts(now)
+    stream = [i for i in service.evaluator.run(now).instances if i.scope == "stream"][0]
+    assert "predicted" not in (stream.fields.get("hints") or ""), "nothing priced yet"
+    assert service.effects.queued == 1, "the problem stream is queued, the round not held"
+    assert service.effects.work() == 1 and service.effects.queued == 0
+    done = service.evaluator.run(now)
+    stream = [i for i in done.instances if i.scope == "stream"][0]
+    assert stream.fields["class"] == "queue_bound"
+    assert "predicted: TTFT p99" in stream.fields["hints"], stream.fields["hints"]
+    evaluation = service.evaluate_alerts(now + 1)
+    annotated = [
+        a for a in evaluation.alerts.values() if "predicted" in a.annotations.get("hints", "")
+    ]
+    assert annotated, [a.annotations for a in evaluation.alerts.values()] or first
+    # The effect is the twin's: adding a replica halves the traffic and drains the queue.
+    d = done.streams[0][1]
+    effects = [h.effect for h in d.hints if h.effect is not None]
+    assert any(e.verdict is Verdict.HELPS and e.change.startswith("replicas=") for e in effects)
+
+
+def test_the_target_page_shows_the_hints_effects(service: Any) -> None:
+    """The target page prices the hints when it opens (the twin, seconds) and lists each
+    effect; once priced, the diagnosis card shows it under its hint too."""
+    from tests.test_ui_browser import TIMEOUT_MS, Session, chromium
+
+    with chromium() as browser:
+        session = Session(browser, service.url)
+        page = session.page
+        page.goto(service.url + "/ui/targets/r0")
+        box = page.locator("#target-effects")
+        box.locator("li").first.wait_for(timeout=TIMEOUT_MS * 4)  # the twin runs when asked
+        assert box.inner_text().startswith("Predicted effects of the hints")
+        items = box.locator("li")
+        assert items.count() >= 1
+        assert "predicted" in items.first.inner_text()
+        assert items.first.get_attribute("data-verdict") in ("helps", "no_effect", "harms")
+        page.reload()  # the card now finds the effects in the cache
+        page.locator(".diagnosis-card .hint .effect").first.wait_for(timeout=TIMEOUT_MS)
+        assert "predicted" in page.locator(".diagnosis-card .hint .effect").first.inner_text()
+        session.shot("target-effects")

@@ -1,0 +1,75 @@
+"""The overview inside the service: the evaluation rounds' latest windows order the cards
+and their classes draw the strips (``app.evaluate.recent``), so a first view does not
+window every stream again."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from app.config import load_settings
+from app.evaluate.recent import RecentClasses
+from app.evaluate.round import Evaluator
+from app.evaluate.settings import diagnosis_config
+from app.sim.record import record
+from app.sources.recording import record_into
+from app.store.sqlite import Store
+from app.ui.data import RECENT_S, UiData, _on_grid
+from app.ui.source import StoreSource, TargetInfo
+
+
+def test_strips_from_rounds_sit_on_the_ui_grid_with_gaps_where_rounds_were_missed() -> None:
+    judged = [(float(t), "healthy", None) for t in range(0, 301, 30)]  # a round every 30 s
+    points = _on_grid(judged, 0.0, 300.0, 15.0)
+    assert [p.end for p in points] == [15.0 * k for k in range(1, 21)]  # no gap at 30 s
+    judged = [j for j in judged if j[0] not in (120.0, 150.0)]  # two rounds missed
+    ends = {p.end for p in _on_grid(judged, 0.0, 300.0, 15.0)}
+    assert 165.0 not in ends and 180.0 in ends, "a missed round leaves a gap"
+
+
+def test_recent_classes_keep_their_minutes_and_forget_removed_streams() -> None:
+    import dataclasses
+
+    from app.diagnose import DiagnosisConfig, diagnose
+    from tests.diagnose_windows import make_window
+
+    ring = RecentClasses(keep_s=60.0)
+    for end in (0.0, 15.0, 30.0, 45.0, 60.0, 75.0):
+        w = dataclasses.replace(make_window(), end=end, start=end - 60.0)
+        ring.add([(w, diagnose(w, DiagnosisConfig()))], end)
+    got = ring.get(w.target, w.model_name)
+    assert [g[0] for g in got] == [15.0, 30.0, 45.0, 60.0, 75.0]
+    ring.add([], 200.0)  # the stream is no longer judged
+    assert len(ring) == 0
+
+
+def test_the_overview_reads_the_rounds(tmp_path: Path) -> None:
+    now = math.floor(time.time() / 15) * 15
+    store = Store(tmp_path / "pw.db")
+    rec = record("queue_overload", tmp_path / "r0", duration=1200, seed=1, start_unix=now - 1200)
+    record_into(store, rec, "r0")
+    targets = [{"name": "r0", "url": "http://127.0.0.1:9/metrics"}]
+    settings = load_settings(None, {"targets": targets, "storage": {"path": str(tmp_path / "x")}})
+    config = diagnosis_config(settings)
+    ev = Evaluator.from_settings(settings, store, config, targets=dict, ui_base_url="http://x")
+    for k in range(int(RECENT_S // 15) + 2):  # a round every 15 s over the last 15 minutes
+        ev.run(now - RECENT_S - 15 + 15 * k)
+    infos = [TargetInfo("r0", "http://127.0.0.1:9/metrics", True, None, None, ())]
+    data = UiData(
+        StoreSource(lambda: store, targets=lambda: infos, clock=lambda: now, settled=0.0), config
+    )
+    data.latest = lambda: ev.latest_streams
+    data.recent_of = ev.recent.get
+    cards = data.cards()
+    assert len(cards) == 1 and cards[0].diagnosis is ev.latest_streams[0][1]
+    shown = data.with_recent(cards)[0].recent
+    assert len(shown) == RECENT_S / 15 and all(p.requests == 0.0 for p in shown)  # the rounds'
+    assert {p.cls for p in shown} == {"queue_bound"}
+    # Outside the service (no rounds), the same strip is windowed from the store.
+    alone = UiData(
+        StoreSource(lambda: store, targets=lambda: infos, clock=lambda: now, settled=0.0), config
+    )
+    strip = alone.with_recent(alone.cards())[0].recent
+    assert [p.cls for p in strip][-5:] == [p.cls for p in shown][-5:]
+    store.close()
