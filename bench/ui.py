@@ -16,8 +16,9 @@ stream, and the overview and a target page of a fleet of 1,000 targets.
 ``*_cold_*``: nothing computed yet, and a fresh Chromium (the first view after a
 restart, before the service's background warmer has filled the cache, with nothing
 cached in the browser). ``*_warm_*``: the median of ``--runs`` reloads in that browser —
-what a user sees while the service runs (the warmer keeps the 6 h and 24 h views of up
-to 50 streams computed; the overview keeps each stream's latest diagnosis).
+what a user sees while the service runs (the warmer keeps the 6 h and 24 h views of the
+streams viewed in the last hour computed, up to 50; the overview keeps each stream's
+latest diagnosis).
 ``overview_*_answer_*``: the server's side alone, the overview's cards callback from its
 request to its answer (cold: the browser's first; warm: the same request sent again
 with an HTTP client, no browser), and the answer's size. Each page is rendered by a

