@@ -148,3 +148,29 @@ def test_the_target_page_shows_the_hints_effects(service: Any) -> None:
         page.locator(".diagnosis-card .hint .effect").first.wait_for(timeout=TIMEOUT_MS)
         assert "predicted" in page.locator(".diagnosis-card .hint .effect").first.inner_text()
         session.shot("target-effects")
+
+
+def test_the_pricing_job_keeps_to_its_cpu_share(service: Any) -> None:
+    """``whatif.cpu_share``: after a twin costing C seconds of CPU, the job prices nothing
+    more until C / share seconds have passed (the cost at 1,000 problem streams is
+    bounded by it, whatever their number)."""
+    from app.read.effects import TwinEffects
+    from app.read.twincache import TwinCache
+
+    clock = [1000.0]
+    effects = TwinEffects(
+        service.store.intervals,
+        service.diagnosis_config,
+        TwinCache(),
+        cpu_share=0.05,
+        clock=lambda: clock[0],
+    )
+    window = service.evaluator.run(time.time()).streams[0][0]
+    effects.effects(window, [("replicas", 2.0)])
+    assert effects.work() == 1 and effects.spent_s > 0
+    effects.effects(window, [("max_num_seqs", 64.0)])
+    assert effects.work() == 0 and effects.queued == 1, "over its share: it waits"
+    clock[0] += effects.spent_s / 0.05 - 1e-3
+    assert effects.work() == 0
+    clock[0] += 2e-3
+    assert effects.work() == 1 and effects.queued == 0
