@@ -32,6 +32,16 @@ accuracy over the windows whose truth has one (the diagnosis' ``changes[0]["sign
 "n/a" while the diagnosis has no ``changes``). These scenarios run the default
 variation only: each is tuned to its device, model and rate, and has its own baseline.
 
+**Disaggregated prefill/decode fleets** (``app/sim/scenarios/pd/``, default variation
+only): each run is recorded as a fleet (one folder per replica) and replayed as
+``phasewatch replay`` replays one (``app.evaluate.fleet_replay``); every window is
+scored per pool — the pool's diagnosis against the truth of its replicas' summed
+accounts (``app.sim.pd.pool_truth``) — into the same confusion table (rows of
+``transfer_bound`` come from them). Beside it: the client-TTFT estimate against the
+clients' true mean TTFT of the window (``client.jsonl``), and the pool imbalance against
+the truth's (one pool's truth a capacity class while the other's is healthy or idle
+and its load — engine busy share for prefill, KV usage over 0.9 for decode — under 0.5).
+
 Prints ``name: value`` lines; the last is the headline. ``--quick`` runs fewer variations.
 """
 
@@ -54,10 +64,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from app.diagnose.classes import PROBLEM_CLASSES  # noqa: E402
+from app.evaluate.fleet_replay import replay_fleet_recording  # noqa: E402
 from app.evaluate.replay import diagnose_recording  # noqa: E402
+from app.sim.pd import pool_truth  # noqa: E402
+from app.sim.pd_record import read_fleet, record_pd  # noqa: E402
+from app.sim.pd_scenario import available_pd  # noqa: E402
 from app.sim.record import record  # noqa: E402
 from app.sim.scenario import available, from_tree, read_tree  # noqa: E402
-from app.sim.truth import window_truth  # noqa: E402
+from app.sim.truth import account_from_row, merge, window_truth  # noqa: E402
 
 CLASSES = (
     "healthy",
@@ -68,6 +82,7 @@ CLASSES = (
     "decode_bound",
     "queue_bound",
     "kv_pressure",
+    "transfer_bound",
 )
 PROBLEMS = {str(c) for c in PROBLEM_CLASSES}
 WINDOW, STEP = 60.0, 15.0
@@ -109,13 +124,16 @@ def variations(quick: bool) -> list[Run]:
 
 def declares_change(name: str) -> bool:
     """Whether a scenario's phases declare what they change (a ``cause``)."""
+    if name in available_pd():
+        return False
     return any("cause" in ph for ph in read_tree(name).get("phases") or [])
 
 
 def runs_of(name: str, quick: bool) -> list[Run]:
     """The variations a scenario runs: all of them, or only the default for a scenario
-    that declares its change (tuned to its setup, with its own baseline)."""
-    if declares_change(name):
+    that declares its change (tuned to its setup, with its own baseline) or is a P/D
+    fleet."""
+    if name in available_pd() or declares_change(name):
         return [Run("", 0, "default")]
     return variations(quick)
 
@@ -156,8 +174,117 @@ def _scenario(run: Run) -> Any:
     return from_tree(tree, dict(run.overrides))
 
 
+def _pool_load(rows: list[dict[str, Any]], role: str) -> float:
+    """The truth's load of a pool over a window's rows (module docstring)."""
+    acct = merge(account_from_row(r) for r in rows)
+    replicas = max(1, len({r["replica"] for r in rows}))
+    seconds = acct.duration_s / replicas
+    if role == "prefill":
+        return acct.busy_s / replicas / seconds if seconds else 0.0
+    return acct.kv_usage_s / replicas / seconds / 0.9 if seconds else 0.0
+
+
+def _truth_imbalance(pools: dict[str, Any], loads: dict[str, float]) -> str | None:
+    capacity = {"queue_bound", "prefill_bound", "decode_bound", "kv_pressure"}
+    for busy, quiet in (("prefill", "decode"), ("decode", "prefill")):
+        if (
+            pools[busy].cls in capacity
+            and pools[quiet].cls in ("healthy", "idle")
+            and loads[quiet] < 0.5
+        ):
+            return busy
+    return None
+
+
+def evaluate_pd(run: Run) -> dict[str, Any]:
+    """Record a P/D fleet, replay it as a fleet, score every pool window."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="pw-bench-pd-") as tmp:
+        folder = Path(tmp)
+        try:
+            record_pd(run.scenario, folder, seed=run.seed, version=run.version)
+        except Exception as exc:  # reported, not fatal
+            return {"run": run, "error": f"{type(exc).__name__}: {exc}"}
+        fleet = read_fleet(folder) or {}
+        roles = {r["name"]: r["role"] for r in fleet.get("replicas", [])}
+        rows: dict[str, list[dict[str, Any]]] = {}
+        for name in roles:
+            text = (folder / name / "truth.jsonl").read_text()
+            rows[name] = [{**json.loads(line), "replica": name} for line in text.splitlines()]
+        client = [json.loads(line) for line in (folder / "client.jsonl").read_text().splitlines()]
+        replay = replay_fleet_recording(folder, length=WINDOW, step=STEP)
+    some = next(iter(rows.values()))
+    onsets = [
+        r["t0"] for prev, r in zip(some, some[1:], strict=False) if r["phase"] != prev["phase"]
+    ]
+    windows = []
+    fleet_windows = []
+    for view in replay.views:
+        w = view.fleet.window
+        if view.pd is None:
+            continue
+        truths: dict[str, Any] = {}
+        loads: dict[str, float] = {}
+        for role in ("prefill", "decode"):
+            members = [rows[n] for n, r in roles.items() if r == role]
+            inside = [r for rs in members for r in rs if r["t0"] >= w.start and r["t1"] <= w.end]
+            if not inside:
+                continue
+            truth = pool_truth(members, w.start, w.end)
+            truths[role], loads[role] = truth, _pool_load(inside, role)
+            pool = view.pd.pools.get(role)
+            if pool is None:
+                continue
+            d = pool.diagnosis
+            windows.append(
+                {
+                    "end": w.end,
+                    "pool": role,
+                    "truth": truth.cls,
+                    "truth_sub": truth.sub_cause,
+                    "truth_headline": None,
+                    "ambiguous": truth.ambiguous,
+                    "pred": str(d.cls),
+                    "sub": None if d.sub_cause is None else str(d.sub_cause),
+                    "has_changes": False,
+                    "headline": None,
+                    "straddles": len({r["phase"] for r in inside}) > 1,
+                    "phase": inside[-1]["phase"],
+                    "confidence": d.confidence,
+                    "facts": d.facts,
+                    "why": truth.reason,
+                    "truth_rs": {},
+                }
+            )
+        if len(truths) < 2:
+            continue
+        inside_c = [c for c in client if c["t0"] >= w.start and c["t1"] <= w.end]
+        n = sum(c["first_tokens"] for c in inside_c)
+        fleet_windows.append(
+            {
+                "end": w.end,
+                "client_true": sum(c["ttft_sum_s"] for c in inside_c) / n if n else None,
+                "client_est": view.pd.client.mean,
+                "imbalance_truth": _truth_imbalance(truths, loads),
+                "imbalance_pred": None
+                if view.pd.imbalance is None
+                else view.pd.imbalance.saturated,
+                "ratio": None if view.pd.imbalance is None else view.pd.imbalance.ratio,
+            }
+        )
+    return {
+        "run": run,
+        "windows": windows,
+        "onsets": onsets,
+        "pd": fleet_windows,
+        "seconds": time.perf_counter() - t0,
+    }
+
+
 def evaluate(run: Run) -> dict[str, Any]:
     """Record, replay, compare; returns per-window (truth, predicted, phase info)."""
+    if run.scenario in available_pd():
+        return evaluate_pd(run)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="pw-bench-") as tmp:
         folder = Path(tmp)
@@ -274,7 +401,12 @@ def report(results: list[dict[str, Any]], elapsed: float) -> None:
                 if run.scenario == "healthy":
                     healthy_runs_windows += 1
                     healthy_runs_alerts += w["pred"] in PROBLEMS
-        onsets += _delays(res)
+        if "pd" in res:
+            for role in ("prefill", "decode"):
+                pool_res = {**res, "windows": [w for w in res["windows"] if w["pool"] == role]}
+                onsets += _delays(pool_res)
+        else:
+            onsets += _delays(res)
     total = sum(sum(c.values()) for c in confusion.values())
     correct = sum(confusion[c][c] for c in confusion)
     labels = [c for c in CLASSES if c in confusion or any(c in row for row in confusion.values())]
@@ -359,10 +491,57 @@ def report(results: list[dict[str, Any]], elapsed: float) -> None:
         f"class_accuracy_change_scenarios: {_share(cls_changed)} "
         f"(target >= {CLASS_TARGET:.2f} over all: see overall_accuracy)"
     )
+    _report_pd([r for r in results if "pd" in r])
     lowest = min(recalls, key=lambda cr: cr[1]) if recalls else ("-", math.nan)
     print(f"min_class_recall: {lowest[1]:.3f} ({lowest[0]})")
     print(f"elapsed_seconds: {elapsed:.1f}")
     print(f"overall_accuracy: {correct / total:.3f}")
+
+
+def _report_pd(results: list[dict[str, Any]]) -> None:
+    """The P/D lines: per pool and scenario, the client-TTFT estimate, the pool imbalance."""
+    if not results:
+        return
+    pools: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    errors: list[float] = []
+    imb = Counter()
+    ratios: dict[str, Counter[str]] = defaultdict(Counter)
+    for res in results:
+        name = res["run"].scenario
+        for w in res["windows"]:
+            if w["straddles"]:
+                continue
+            key = f"{name}/{w['pool']}"
+            pools[key][0] += w["truth"] == w["pred"]
+            pools[key][1] += 1
+        for f in res["pd"]:
+            if f["client_true"] and f["client_est"] is not None:
+                errors.append(abs(f["client_est"] - f["client_true"]) / f["client_true"])
+            t, p = f["imbalance_truth"], f["imbalance_pred"]
+            imb["tp" if t and p == t else "fp" if p and p != t else "fn" if t else "tn"] += 1
+            if p:
+                ratios[name][f"{p}→{f['ratio']}"] += 1
+    for key, (ok, n) in sorted(pools.items()):
+        print(f"pd_pool_{key}: class {ok / n:.3f} ({n} windows)")
+    if errors:
+        errors.sort()
+        mid = errors[len(errors) // 2]
+        p90 = errors[min(len(errors) - 1, int(0.9 * len(errors)))]
+        within = sum(e <= 0.1 for e in errors) / len(errors)
+        print(
+            f"pd_client_ttft_estimate_error: median {mid:.3f} p90 {p90:.3f} "
+            f"share_within_10pct {within:.3f} ({len(errors)} fleet windows)"
+        )
+    flagged = imb["tp"] + imb["fp"]
+    wanted = imb["tp"] + imb["fn"]
+    precision = imb["tp"] / flagged if flagged else math.nan
+    recall = imb["tp"] / wanted if wanted else math.nan
+    print(
+        f"pd_pool_imbalance: precision {precision:.3f} recall {recall:.3f} "
+        f"(tp {imb['tp']}, fp {imb['fp']}, fn {imb['fn']}, tn {imb['tn']})"
+    )
+    for name, counter in sorted(ratios.items()):
+        print(f"pd_pool_ratio_{name}: {dict(counter)}")
 
 
 def _share(counts: list[int] | None, known: bool = True) -> str:
@@ -386,7 +565,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     runs = [
         dataclasses.replace(var, scenario=name, seed=seed)
-        for name in (args.scenario or available())
+        for name in (args.scenario or [*available(), *available_pd()])
         for seed in range(args.seeds)
         for var in runs_of(name, args.quick)
         if not args.variation or var.variation in args.variation

@@ -2,9 +2,10 @@
 
 A simulated vLLM 0.10 page (old and new names side by side: the case that breaks naive
 ``{__name__=~…}`` rules with "vector cannot contain metrics with the same labelset") and
-a 0.33 page stored with ``vllm_`` names are backfilled with timestamps up to now, a real
-Prometheus evaluates the rule file on them, and every dashboard query is run through its
-query API with the dashboard variables filled in.
+a 0.33 page stored with ``vllm_`` names are backfilled with timestamps up to now, beside
+a simulated P/D fleet (two prefill and two decode instances with the NIXL families, its
+KV links slowed to TCP), a real Prometheus evaluates the rule file on them, and every
+dashboard query is run through its query API with the dashboard variables filled in.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.sim.pd_record import record_pd
 from app.sim.record import record
 from tests.test_prom_support import backfill, prometheus, to_openmetrics
 
@@ -33,6 +35,8 @@ VARIABLES = {
     "$itl_slo": "0.1",
     "$kv_high": "0.9",
 }
+PD_INSTANCES = {f"{role}-{i}:8000" for role in ("prefill", "decode") for i in (0, 1)}
+PD_MODEL = "pd-llama"
 
 
 def _dashboard() -> dict[str, Any]:
@@ -98,6 +102,23 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         om = tmp / f"{version}.om"
         to_openmetrics(rec, om, labels={"instance": instance, "job": "vllm"}, spelling=spelling)
         backfill(om, tmp / "data")
+    # A P/D fleet whose KV links are slow from the start: every P/D panel has data.
+    pd = record_pd(
+        "pd_slow_transfer",
+        tmp / "pd",
+        duration=180,
+        seed=1,
+        overrides={
+            "engine.served_model_name": PD_MODEL,
+            "pd.transfer.bandwidth_gb_s": 1.2,
+            "pd.transfer.failure_prob": 0.05,
+        },
+        start_unix=now - 180,
+    )
+    for replica in sorted(p for p in pd.iterdir() if p.is_dir()):
+        om = tmp / f"pd-{replica.name}.om"
+        to_openmetrics(replica, om, labels={"instance": f"{replica.name}:8000", "job": "vllm"})
+        backfill(om, tmp / "data")
     with prometheus(tmp, data=tmp / "data", rule_files=[str(RULES)]) as url:
         deadline = time.time() + 30
         while True:  # every rule evaluated at least once
@@ -127,7 +148,17 @@ def test_rules_evaluate_without_errors_on_old_and_new_names(live: str) -> None:
         "phasewatch:vllm_waiting:avg1m",
     ):
         instances = {s["metric"]["instance"] for s in _query(live, name)}
-        assert instances == {"sim-010:8000", "sim-om:8000"}, name
+        assert instances == {"sim-010:8000", "sim-om:8000"} | PD_INSTANCES, name
+    # The P/D rules: roles from the families on the page, the decode side's transfers.
+    decode = {s["metric"]["instance"] for s in _query(live, "phasewatch:vllm_pd_decode:1m")}
+    prefill = {s["metric"]["instance"] for s in _query(live, "phasewatch:vllm_pd_prefill:1m")}
+    assert decode == {"decode-0:8000", "decode-1:8000"}
+    assert prefill == {"prefill-0:8000", "prefill-1:8000"}
+    means = _query(live, "phasewatch:vllm_kv_xfer_seconds:mean1m")
+    # 0 / 0 on the prefill instances: NIXL counts a pull on the decode side.
+    assert {s["metric"]["instance"] for s in means if s["value"][1] != "NaN"} == decode
+    estimate = _query(live, "phasewatch:vllm_pd_client_ttft_seconds:estimate1m")
+    assert [s["metric"]["model_name"] for s in estimate] == [PD_MODEL]
     # Rule groups run independently: the alert group sees the classes a tick later.
     deadline = time.time() + 15
     while True:
@@ -137,7 +168,17 @@ def test_rules_evaluate_without_errors_on_old_and_new_names(live: str) -> None:
             break
         time.sleep(0.2)
     assert "VllmKVCachePressure" in names  # the kv_pressure scenario, on both pages
-    assert {s["metric"]["instance"] for s in alerts} == {"sim-010:8000", "sim-om:8000"}
+    kv = [s for s in alerts if s["metric"]["alertname"] == "VllmKVCachePressure"]
+    assert {s["metric"]["instance"] for s in kv} == {"sim-010:8000", "sim-om:8000"}
+    # The P/D fleet: its decode instances wait on slow, failing transfers.
+    deadline = time.time() + 15
+    while True:
+        alerts = _query(live, 'ALERTS{alertname="VllmKVTransferBound"}')
+        if alerts or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    assert {s["metric"]["instance"] for s in alerts} <= PD_INSTANCES
+    assert {s["metric"]["instance"] for s in alerts} & {"decode-0:8000", "decode-1:8000"}
 
 
 def test_every_dashboard_query_runs_and_the_vllm_panels_have_data(live: str) -> None:
@@ -145,5 +186,11 @@ def test_every_dashboard_query_runs_and_the_vllm_panels_have_data(live: str) -> 
         result = _query(live, _fill(expr))
         if "phasewatch_" in expr or re.fullmatch(r"vector\(.*\)", expr):
             continue  # phasewatch's own metrics are not in this Prometheus
+        if title.startswith("P/D:"):
+            assert result, (title, expr)
+            for s in result:  # per instance, or per model (the pools)
+                where = s["metric"].get("instance") or s["metric"].get("model_name")
+                assert where in PD_INSTANCES | {PD_MODEL, "sim-om:8000"}, (title, s)
+            continue
         instances = {s["metric"].get("instance") for s in result}
-        assert instances == {"sim-010:8000", "sim-om:8000"}, (title, expr, result)
+        assert instances == {"sim-010:8000", "sim-om:8000"} | PD_INSTANCES, (title, expr, result)

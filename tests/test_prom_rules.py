@@ -1,7 +1,8 @@
 """The PromQL rules and example configs in dashboards/, checked with Prometheus' own tools.
 
 ``promtool check rules`` / ``check config``, ``promtool test rules`` (one synthetic stream
-per class → exactly its alert; a healthy stream → silence; tests/promtool/) and
+per class → exactly its alert; a healthy stream → silence; transfer-bound decode and
+prefill instances of P/D fleets and the client-TTFT estimate; tests/promtool/) and
 ``amtool check-config``.
 """
 
@@ -25,7 +26,7 @@ def _run(*cmd: str) -> str:
 
 def test_promtool_check_rules_accepts_the_rule_file() -> None:
     out = _run(require_binary("promtool"), "check", "rules", str(RULES))
-    assert "SUCCESS: 22 rules found" in out
+    assert "SUCCESS: 37 rules found" in out
 
 
 def test_promtool_unit_tests_fire_one_alert_per_class_and_none_when_healthy() -> None:

@@ -229,7 +229,8 @@ def _recording_series(folder: Path, instance: str) -> list[Series]:
 
 
 class FakeProm:
-    """Answers query_range (latest sample at or before each step) and raw range selectors."""
+    """Answers query_range (latest sample at or before each step) and raw range selectors,
+    with the series whose name matches the selector's ``__name__`` regex."""
 
     def __init__(self, series: list[Series]) -> None:
         self.series = series
@@ -242,7 +243,11 @@ class FakeProm:
         if self.fail:
             return httpx.Response(503, text="unavailable")
         query = form["query"]
-        chosen = [] if query.startswith("up") else self.series
+        names = re.search(r'__name__=~"((?:[^"\\]|\\.)*)"', query)
+        chosen = []
+        if names is not None:
+            pattern = re.compile(names.group(1).replace("\\\\", "\\"))
+            chosen = [s for s in self.series if pattern.fullmatch(s.labels["__name__"])]
         if request.url.path.endswith("query_range"):
             start, end, step = (float(form[k]) for k in ("start", "end", "step"))
             steps = [start + k * step for k in range(int((end - start) / step + 1e-9) + 1)]
@@ -293,9 +298,13 @@ def test_raw_and_range_reads_agree_when_steps_hit_the_samples(
     ranged = asyncio.run(src.read(start, start + 120, step=5.0, mode="range"))["sim:8000"]
     assert len(raw.snapshots) == len(ranged.snapshots) == 25
     assert [d.histograms for d in raw.deltas] == [d.histograms for d in ranged.deltas]
+    # One query per metric family for every target, each in chunks (4 of 30 s, of 7 steps).
+    families = len(src.family_selectors)
     queries = [r["query"] for r in fake.requests]
-    assert sum(q.endswith("ms]") and not q.startswith("up") for q in queries) == 4  # chunks
-    assert sum("start" in r and not r["query"].startswith("up") for r in fake.requests) == 4
+    assert sum(q.endswith("ms]") and not q.startswith("up") for q in queries) == 4 * families
+    assert sum("start" in r and not r["query"].startswith("up") for r in fake.requests) == (
+        4 * families
+    )
 
 
 def test_collector_rounds_store_what_prometheus_holds(

@@ -59,7 +59,11 @@ def _summary(views: list[FleetView]) -> None:
     seen: Counter[str] = Counter()
     last: dict[str, Any] = {}
     for v in views:
-        if v.pd is None:
+        if v.pd is None:  # replicas that each serve both phases: the fleet's own class
+            if v.diagnosis.cls in PROBLEM_CLASSES:
+                key = f"fleet: {label(v.diagnosis.cls, v.diagnosis.sub_cause)}"
+                seen[key] += 1
+                last[key] = (v, v.diagnosis)
             continue
         for role, p in v.pd.pools.items():
             if p.diagnosis.cls in PROBLEM_CLASSES:
@@ -74,7 +78,7 @@ def _summary(views: list[FleetView]) -> None:
             seen["TTFT mismatch"] += 1
             last["TTFT mismatch"] = (v, v.pd.client)
     if not seen:
-        print("\nno problem in any pool")
+        print("\nno problem in any window")
         return
     for key, count in seen.most_common():
         v, what = last[key]

@@ -225,9 +225,10 @@ def _list_pd() -> None:
 
 def _run_pd(args: argparse.Namespace) -> int:
     """A P/D fleet: recorded (one folder per replica) or served (``app.sim.pd_server``)."""
-    from app.sim.pd_record import DEFAULT_EPOCH, record_pd
+    from app.sim.pd_record import record_pd
     from app.sim.pd_scenario import load_pd
     from app.sim.pd_server import start_pd_server
+    from app.sim.record import DEFAULT_EPOCH
 
     if args.replicas != 1 or args.replica_set or args.engines or args.model_per_replica:
         return _fail(

@@ -104,12 +104,12 @@ C = DiagnosisClass
 _WHITE, _BLACK = "#ffffff", "#000000"
 
 # Most severe first (module docstring): the problem classes' order is their precedence.
-# Fills, in order: black, wine (Tol's, darker than every Okabe–Ito hue but black),
-# vermillion, reddish purple, orange, blue, yellow (Okabe–Ito), grey, bluish green, sky blue —
-# the swatches of ``app.ui.palette``. Plotly has eight fill patterns for ten classes:
-# frontend_bound shares "x" with insufficient_data, whose grey is far from its yellow in
-# lightness too, and transfer_bound "." with idle, dark wine against light sky blue (and
-# every class has its text label).
+# Fills, in order: black, dark red (far from every replica line colour, darker than the
+# vermillion beside it), vermillion, reddish purple, orange, blue, yellow (Okabe–Ito),
+# grey, bluish green, sky blue — the swatches of ``app.ui.palette``. Plotly has eight
+# fill patterns for ten classes: frontend_bound shares "x" with insufficient_data, whose
+# grey is far from its yellow in lightness too, and transfer_bound "." with idle, dark
+# red against light sky blue (and every class has its text label).
 VOCABULARY: tuple[ClassTerm, ...] = (
     ClassTerm(C.STALLED, "Stalled", "STALLED", "#000000", _WHITE, "|", problem=True),
     # Disaggregated prefill/decode: the KV cache's trip between the pools. Before KV
@@ -121,7 +121,7 @@ VOCABULARY: tuple[ClassTerm, ...] = (
         C.TRANSFER_BOUND,
         "Transfer-bound",
         "TRANSFER",
-        "#882255",
+        "#920000",
         _WHITE,
         ".",
         problem=True,

@@ -195,6 +195,7 @@ class Evaluator:
         """The service's evaluator. ``ui_base_url``: the UI's resolved address, for links;
         ``background_slo``: refresh SLO burn rates in a thread of their own beside the
         rounds, not inside them."""
+        s = settings.storage
         slos = SloInputs(
             store,
             slo_specs(settings),
@@ -203,7 +204,8 @@ class Evaluator:
             latest_s=settings.window.length,
             thresholds=imbalance_thresholds(settings.fleet.imbalance),
             ui_base_url=ui_base_url,
-            retention_s=settings.storage.retention_days * 86400.0,
+            # Closed hours are counted from roll-ups, which outlive the raw deltas.
+            retention_s=max(s.retention_days, s.rollup_retention_days) * 86400.0,
             refresh_s=settings.alerts.slo_evaluation_interval,
             background=background_slo,
         )

@@ -61,6 +61,7 @@ __all__ = [
     "attainment",
     "budget",
     "burn_rate",
+    "counts_of_sums",
     "delta_counts",
     "good_below",
     "goodput",
@@ -287,6 +288,17 @@ def _counts(
     gp_bound = spec.goodput_tpot
     gp = _tally(histograms.get("tpot", []), gp_bound) if gp_bound is not None else None
     return SloCounts(tallies, gp, finished, reasons, covered)
+
+
+def counts_of_sums(
+    histograms: Mapping[str, list[HistogramDelta]],
+    increases: Mapping[str, float],
+    spec: SloSpec,
+    covered: float,
+) -> SloCounts:
+    """The SLO counts of histograms already summed (per signal, one delta per bucket
+    layout: a roll-up's sums), the ``finished:*`` increases and the covered seconds."""
+    return _counts(histograms, increases, spec, covered)
 
 
 def window_counts(w: Window, spec: SloSpec) -> SloCounts:

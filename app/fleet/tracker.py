@@ -156,6 +156,7 @@ class SloTracker:
         for cache in self._caches.values():
             held.update(s for s, packed in cache.chunks.items() if packed)
             held.update(s for s, packed in cache.hours.items() if packed)
+            held.update(s for s, packed in cache.days.items() if packed)
         return len(held)
 
     def _cache(self, spec: SloSpec) -> CountCache:
@@ -200,8 +201,10 @@ class SloTracker:
                     pace()
                     out.append(self._status(cache, spec, key, members, end, closed))
             keep = max((s.period_s for s in self.specs), default=0.0) + 86400.0
-            for cache in self._caches.values():
-                cache.prune(end, keep)
+            windows = [w for _, w in BURN_WINDOWS] + [self.latest_s]
+            for counted, cache in self._caches.items():
+                starts = {self.period_start(s, end) for s in self.specs if s.key == counted}
+                cache.prune(end, keep, windows=windows, period_starts=starts)
             self.last = out
             self.streams_held = self._count_held()
         return out

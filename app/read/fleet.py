@@ -53,12 +53,14 @@ def fleet_views(
     diagnose_replicas: bool = False,
     max_length: float = LATEST_TIME,
     cancel: threading.Event | None = None,
+    roles: Mapping[str, str] | None = None,
 ) -> list[FleetView]:
     """Fleet windows of ``length`` ending every ``step`` in ``(start, end]``, oldest first.
 
     Checked whole before any work (:func:`app.read.windows.check_windows`: every member's
     windows count against the cap); :class:`app.read.windows.Cancelled` is raised between
-    members and between fleet windows once ``cancel`` is set.
+    members and between fleet windows once ``cancel`` is set. ``roles``: a P/D fleet's
+    replica roles from the targets' labels (the others' from their pages).
     """
     check_windows(start, end, length, step, streams=len(members), max_length=max_length)
     first_end = min((math.floor(start / step) + 1) * step, end)
@@ -79,5 +81,9 @@ def fleet_views(
     out = []
     for ws in zip(*per_member, strict=True):
         stop_if(cancel)
-        out.append(view_of(key, ws, ws[0].start, ws[0].end, config, thresholds, diagnose_replicas))
+        out.append(
+            view_of(
+                key, ws, ws[0].start, ws[0].end, config, thresholds, diagnose_replicas, roles=roles
+            )
+        )
     return out

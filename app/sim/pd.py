@@ -28,12 +28,12 @@ instances also the consumer's ``vllm:num_requests_kv_fetch_by_stage`` and their 
 prompt tokens as ``external_kv_transfer`` (and ``external_prefix_cache_*``). Transfers
 are counted where they are started (pull mode): on the decode instance.
 
-**Truth.** Every replica keeps its own accounts (``app.sim.truth``): the decode
-instance counts the time its requests wait for their KV as ``rs_transfer``, the
-transfers it finished and failed; the prefill instance its expired KV. A pool's truth is
-the sum of its replicas' accounts (``pool_truth``). What a client sees: the client's
-TTFT (fleet arrival → first token on the decode instance) per interval of its first
-token, in ``client_rows``.
+**Truth** (``app.sim.pd_truth``). Every replica keeps its own accounts
+(``app.sim.truth``): the decode instance counts the time its requests wait for their KV
+as ``rs_transfer``, the transfers it finished and failed; the prefill instance its
+expired KV. A pool's truth is the sum of its replicas' accounts (``pool_truth``). What a
+client sees: its TTFT (fleet arrival → first token on the decode instance) per interval
+of its first token (``ClientAccount``).
 
 Simplifications: the decode instance allocates the blocks it receives into when it
 admits the request, after the transfer (vLLM does it before: a full decode pool then
@@ -49,18 +49,20 @@ import heapq
 import itertools
 import math
 import random
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from app.sim.connector import ConnectorState
 from app.sim.engine import INTERVAL_S, Replica
+from app.sim.pd_replicas import DecodeReplica, PrefillReplica
 from app.sim.pd_scenario import PDScenario
+from app.sim.pd_truth import ClientAccount, pool_truth
 from app.sim.scenario import Phase
 from app.sim.scheduler import Request
-from app.sim.truth import Account, Verdict, account_from_row, classify, merge
+from app.sim.truth import Account, Verdict
 from app.sim.workload import sample_request
 
+# The fleet's parts, named here too (``app.sim.pd_replicas``, ``app.sim.pd_truth``).
 __all__ = [
     "ClientAccount",
     "ClientRequest",
@@ -72,78 +74,6 @@ __all__ = [
 ]
 
 OnInterval = Callable[[Account, Verdict, Phase], None]
-
-
-class PrefillReplica(Replica):
-    """A prefill instance: finished requests keep their KV until the decode side read it."""
-
-    hold_kv = True
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.connector = ConnectorState()
-
-
-class DecodeReplica(Replica):
-    """A decode instance: reads each request's KV over its link, then decodes it."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.connector = ConnectorState()
-        self.link_free = 0.0
-        # Requests whose transfer fails: not queued here, shown in progress until it does.
-        self.failing: list[tuple[float, float]] = []
-        self.kv_fetch = {
-            "waiting_to_start": lambda: 0.0,
-            "in_progress": lambda: float(self._stage(True)),
-            "completed_waiting": lambda: float(self._stage(False)),
-        }
-
-    def _stage(self, moving: bool) -> int:
-        now = self.now
-        n = sum(1 for r in self.sched.waiting if r.external and (r.ready > now) == moving)
-        if moving:
-            n += sum(1 for start, end in self.failing if start <= now < end)
-        return n
-
-    @property
-    def load(self) -> int:
-        return len(self.sched.running) + len(self.sched.waiting)
-
-    def has_room(self) -> bool:
-        cap = self.sched.max_queued
-        return cap is None or len(self.sched.waiting) < cap
-
-
-@dataclass
-class ClientAccount:
-    """What the fleet's clients saw in one interval: requests that got their first token
-    (by the time of that token) with their TTFT from the fleet's door, and failures."""
-
-    t0: float
-    t1: float
-    first_tokens: int = 0
-    ttft_sum_s: float = 0.0
-    ttft_over: int = 0
-    failed: int = 0
-    ttfts: list[float] = field(default_factory=list)
-
-    def row(self, epoch: float) -> dict[str, Any]:
-        values = sorted(self.ttfts)
-        p50 = p99 = None
-        if values:
-            p50 = values[max(0, math.ceil(0.5 * len(values)) - 1)]
-            p99 = values[max(0, math.ceil(0.99 * len(values)) - 1)]
-        return {
-            "t0": epoch + self.t0,
-            "t1": epoch + self.t1,
-            "first_tokens": self.first_tokens,
-            "ttft_sum_s": round(self.ttft_sum_s, 6),
-            "ttft_over": self.ttft_over,
-            "failed": self.failed,
-            "ttft_p50_s": p50,
-            "ttft_p99_s": p99,
-        }
 
 
 class ClientRequest:
@@ -489,20 +419,3 @@ class PDFleet:
             acct = self.client.pop(k, None) or ClientAccount(k * INTERVAL_S, (k + 1) * INTERVAL_S)
             self.on_client(acct)
             self.client_closed += 1
-
-
-def pool_truth(
-    rows_by_replica: Iterable[list[dict[str, Any]]], start: float, end: float
-) -> Verdict:
-    """The truth of one pool over ``[start, end)``: its replicas' accounts summed
-    (``app.sim.truth.merge``), classified; ValueError when no interval is inside."""
-    accounts = [
-        account_from_row(r)
-        for rows in rows_by_replica
-        for r in rows
-        if r["t0"] >= start and r["t1"] <= end
-    ]
-    if not accounts:
-        raise ValueError(f"no truth intervals inside [{start}, {end})")
-    accounts.sort(key=lambda a: a.t0)
-    return classify(merge(accounts))

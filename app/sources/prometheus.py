@@ -12,6 +12,13 @@ jump, and ``increase()`` extrapolates to the range edges (by a different factor 
 bucket whenever a bucket starts at 0). Each set of samples that share a timestamp is one
 "page".
 
+**One query per metric family, for every target.** A round asks for each histogram
+family on its own and for the gauges and counters together
+(:func:`app.sources.prompages.family_regexes`: 16 queries and ``up``), every target in
+each, ``QUERY_CONCURRENCY`` in flight; each answer becomes samples as it arrives
+(:class:`~app.sources.prompages.PageSet`). The number of queries does not grow with the
+targets, and the largest answer held is one family of the fleet, not all of it.
+
 **Two ways to read** (``source.mode``):
 
 * ``range`` (default): ``query_range`` at ``step`` — at each step the latest sample at or
@@ -37,69 +44,47 @@ and last page counts as failed in ``range`` mode.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import math
-import re
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from app.config import SourceConfig
-from app.model import IntervalDelta, Sample, Snapshot
+from app.model import IntervalDelta, Snapshot
 from app.scrape.normalize import NormalizeCache, normalize
 from app.scrape.result import ParseResult
-from app.scrape.signals import (
-    CACHE_CONFIG_FAMILY,
-    COUNTER_SOURCES,
-    FINISHED_FAMILY,
-    GAUGE_SOURCES,
-    HISTOGRAM_SOURCES,
-)
 from app.sources.promapi import Matcher, PromAPI, Series, parse_matchers, selector
+from app.sources.prompages import (
+    Pages,
+    PageSet,
+    canonical_name,
+    family_regexes,
+    name_regex,
+    target_name,
+)
 from app.windows.delta import snapshot_deltas
 
 __all__ = [
     "MAX_STEPS",
+    "QUERY_CONCURRENCY",
     "RAW_CHUNK_S",
     "History",
     "PrometheusSource",
     "TargetHistory",
     "canonical_name",
+    "history_from_pages",
     "history_from_series",
     "name_regex",
+    "target_name",
 ]
 
 MAX_STEPS = 1000  # points per series per query_range request (Prometheus allows 11,000)
 RAW_CHUNK_S = 3600.0  # seconds of raw samples per request
+QUERY_CONCURRENCY = 4  # family queries in flight at once
 # Labels a vLLM series carries that ``up`` does not.
 _VLLM_ONLY_LABELS = frozenset({"model_name", "engine", "le", "finished_reason", "pid"})
-_TARGET_NAME = re.compile(r"[^A-Za-z0-9_.:@-]")
-
-
-def _families() -> list[str]:
-    names: list[str] = []
-    for families in HISTOGRAM_SOURCES.values():
-        names += [f"{f}_{part}" for f in families for part in ("bucket", "sum", "count")]
-    for table in (GAUGE_SOURCES, COUNTER_SOURCES):
-        for families in table.values():
-            # a family read per label value is keyed ``family{label="value"}``: its name
-            # is the part before the brace
-            names += [f.partition("{")[0] for f in families]
-    return [*names, FINISHED_FAMILY, CACHE_CONFIG_FAMILY]
-
-
-def name_regex() -> str:
-    """An RE2 regex (anchored by Prometheus) for every sample name we read, both spellings."""
-    bases = sorted({n.removeprefix("vllm:") for n in _families()})
-    return "vllm[:_](" + "|".join(re.escape(b) for b in bases) + ")"
-
-
-def canonical_name(name: str) -> str:
-    """``vllm_x`` → ``vllm:x`` (the exposed name); other names unchanged."""
-    return "vllm:" + name[5:] if name.startswith("vllm_") else name
-
-
-def target_name(value: str) -> str:
-    """A target name the rest of phasewatch accepts (letters, digits, ``_.:@-``)."""
-    return _TARGET_NAME.sub("_", value)[-128:] or "prometheus"
 
 
 @dataclass
@@ -138,7 +123,23 @@ def history_from_series(
     ``up`` for the target. ``previous`` holds each target's last snapshot from an
     earlier read, so the first new page gets its delta too.
     """
-    pages = _pages(series, target_label)
+    pages = PageSet(target_label)
+    pages.add(list(series))
+    return history_from_pages(
+        pages.pages, target_label=target_label, up=up, grid=grid, previous=previous
+    )
+
+
+def history_from_pages(
+    pages: Pages,
+    *,
+    target_label: str = "instance",
+    up: Iterable[Series] = (),
+    grid: Sequence[float] | None = None,
+    previous: dict[str, Snapshot] | None = None,
+) -> History:
+    """Pages (:class:`~app.sources.prompages.PageSet`) → per target: snapshots, deltas
+    and failed scrape times (as :func:`history_from_series`)."""
     cache = NormalizeCache()  # this call's pages share their labels tuples
     out: History = {}
     for target, by_ts in pages.items():
@@ -171,33 +172,6 @@ def history_from_series(
     return out
 
 
-def _pages(series: Iterable[Series], target_label: str) -> dict[str, dict[float, list[Sample]]]:
-    """Group samples by target and timestamp; ``vllm:`` wins over ``vllm_`` per series."""
-    chosen: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[bool, list[Series]]] = {}
-    for s in series:
-        raw = s.labels.get("__name__", "")
-        if not raw.startswith(("vllm:", "vllm_")):
-            continue
-        target = target_name(s.labels.get(target_label, ""))
-        labels = tuple(
-            sorted((k, v) for k, v in s.labels.items() if k not in ("__name__", target_label))
-        )
-        key = (target, canonical_name(raw), labels)
-        colon = raw.startswith("vllm:")
-        have = chosen.get(key)
-        if have is None or (colon and not have[0]):
-            chosen[key] = (colon, [s])
-        elif colon == have[0]:
-            have[1].append(s)  # the same series in several parts
-    pages: dict[str, dict[float, list[Sample]]] = {}
-    for (target, name, labels), (_, parts) in chosen.items():
-        by_ts = pages.setdefault(target, {})
-        points = {ts: value for part in parts for ts, value in part.points}
-        for ts, value in points.items():
-            by_ts.setdefault(ts, []).append(Sample(name, labels, value))
-    return pages
-
-
 class PrometheusSource:
     """Reads the vLLM signals of every target matching ``config.selector``."""
 
@@ -216,6 +190,7 @@ class PrometheusSource:
         )
         self.matchers: list[Matcher] = parse_matchers(config.selector)
         self.vllm_selector = selector(name_regex(), self.matchers)
+        self.family_selectors = [selector(rx, self.matchers) for rx in family_regexes()]
         up_matchers = [m for m in self.matchers if m.label not in _VLLM_ONLY_LABELS]
         self.up_selector = "up" + selector(None, up_matchers) if up_matchers else "up"
 
@@ -234,18 +209,22 @@ class PrometheusSource:
         """Everything the source holds in ``[start, end]`` (raw: as Prometheus' range
         selector includes its edges), as phasewatch records per target."""
         mode = mode or self.config.mode
-        if mode == "raw":
-            series = await self.raw(self.vllm_selector, start, end)
-            up = await self.raw(self.up_selector, start, end)
-            return history_from_series(
-                series, target_label=self.config.target_label, up=up, previous=previous
-            )
         step = step or self.config.step or 5.0
-        series = await self.stepped(self.vllm_selector, start, end, step)
-        up = await self.stepped(self.up_selector, start, end, step)
-        grid = _grid(start, end, step)
-        return history_from_series(
-            series, target_label=self.config.target_label, up=up, grid=grid, previous=previous
+
+        async def fetch(expr: str) -> list[Series]:
+            if mode == "raw":
+                return await self.raw(expr, start, end)
+            return await self.stepped(expr, start, end, step)
+
+        pages = PageSet(self.config.target_label)
+        await _in_order(self.family_selectors, fetch, pages.add, QUERY_CONCURRENCY)
+        up = await fetch(self.up_selector)
+        return history_from_pages(
+            pages.pages,
+            target_label=self.config.target_label,
+            up=up,
+            grid=None if mode == "raw" else _grid(start, end, step),
+            previous=previous,
         )
 
     async def stepped(self, expr: str, start: float, end: float, step: float) -> list[Series]:
@@ -270,6 +249,33 @@ class PrometheusSource:
                 break
             lo = hi
         return _merge(parts)
+
+
+async def _in_order(
+    exprs: Sequence[str],
+    fetch: Callable[[str], Awaitable[list[Series]]],
+    consume: Callable[[list[Series]], None],
+    limit: int,
+) -> None:
+    """Fetch every expression, ``limit`` in flight, and hand each answer to ``consume``
+    in the order given (the next request sent before the answer is read); the first
+    failure cancels the rest and is raised."""
+    pending: deque[asyncio.Task[list[Series]]] = deque()
+    queue = iter(exprs)
+    try:
+        for expr in itertools.islice(queue, limit):
+            pending.append(asyncio.ensure_future(fetch(expr)))
+        while pending:
+            answer = await pending.popleft()
+            nxt = next(queue, None)
+            if nxt is not None:
+                pending.append(asyncio.ensure_future(fetch(nxt)))
+            consume(answer)
+    finally:
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
 
 
 def _grid(start: float, end: float, step: float) -> list[float]:

@@ -201,6 +201,18 @@ class Rollups:
         parts += [self.stored(row, MINUTE) for row in minutes]
         return parts, rolled
 
+    def first_rolled_end(self, sid: int) -> float | None:
+        """The end of the oldest delta a minute roll-up of stream ``sid`` holds."""
+        row = self._db.execute(
+            "SELECT end_ts, payload FROM rollups WHERE stream_id = ? AND res = ? "
+            "ORDER BY end_ts LIMIT 1",
+            (sid, int(MINUTE)),
+        ).fetchone()
+        if row is None:
+            return None
+        roll = self.stored((float(row[0]), bytes(row[1])), MINUTE).rollup()
+        return roll.first_end if roll.intervals else None
+
     def first_block(self, sid: int) -> bytes | None:
         row = self._db.execute(
             "SELECT payload FROM interval_blocks WHERE stream_id = ? ORDER BY end_ts LIMIT 1",
@@ -272,6 +284,52 @@ class Rollups:
             (sid, lo, hi),
         )
         self._set_mark(sid, hi)
+        return len(minutes)
+
+    def import_minutes(self, sid: int, minutes: Sequence[Rollup]) -> int:
+        """Write minute roll-ups of stream ``sid`` with no raw deltas behind them, and
+        the hours they touch (``Store.import_rollups``): after everything stored (the
+        mark moves past them) or before it all (an older history back-filled)."""
+        if not minutes:
+            return 0
+        mark = self.marks.get(sid)
+        (oldest,) = self._db.execute(
+            "SELECT MIN(end_ts) FROM rollups WHERE stream_id = ? AND res = ?", (sid, int(MINUTE))
+        ).fetchone()
+        (first_row,) = self._db.execute(
+            "SELECT MIN(end_ts) FROM intervals WHERE stream_id = ?", (sid,)
+        ).fetchone()
+        after = (mark is None or minutes[0].start >= mark) and (
+            first_row is None or minutes[-1].end < first_row
+        )
+        before = oldest is not None and minutes[-1].end <= oldest - MINUTE
+        if not (after or before):
+            raise ValueError(
+                f"minutes ({minutes[0].start}, {minutes[-1].end}] are neither before nor "
+                "after what is stored"
+            )
+        hours: dict[float, list[Rollup]] = {}
+        previous = -math.inf
+        for roll in minutes:
+            if roll.end - roll.start != MINUTE or roll.end % MINUTE:
+                raise ValueError(f"({roll.start}, {roll.end}] is not a whole minute")
+            if roll.start < previous:
+                raise ValueError(f"minute ending {roll.end} is out of order")
+            self._put_rollup(sid, MINUTE, roll)
+            hours.setdefault(span_end(roll.end, HOUR), []).append(roll)
+            previous = roll.end
+        for hour, fresh in hours.items():  # each hour again from all its minutes
+            (stored,) = self._db.execute(
+                "SELECT COUNT(*) FROM rollups WHERE stream_id = ? AND res = ? "
+                "AND end_ts > ? AND end_ts <= ?",
+                (sid, int(MINUTE), hour - HOUR, hour),
+            ).fetchone()
+            if stored == len(fresh):  # the hour holds these minutes only: no read back
+                self._roll_hour(sid, hour, hour - HOUR, fresh)
+            else:
+                self._roll_hour(sid, hour, hour, [])
+        if after:
+            self._set_mark(sid, previous)
         return len(minutes)
 
     def _roll_hour(self, sid: int, hour: float, stored_until: float, fresh: list[Rollup]) -> None:

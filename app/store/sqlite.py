@@ -31,7 +31,7 @@ from app.store.health import StoreHealth, WriteHealth
 from app.store.recent import RecentDeltas
 from app.store.rollups import HOUR, MINUTE, Rollups, Shapes
 from app.store.schema import MIGRATIONS, migrate, user_version
-from app.windows.rollup import RollupPart, rollups_of
+from app.windows.rollup import Rollup, RollupPart, rollups_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,11 +349,15 @@ class Store:
         return itertools.chain(stored, rollups_of(fresh, MINUTE))
 
     def first_end(self, target: str, model_name: str) -> float | None:
-        """The end of a stream's oldest stored delta (None: it has none)."""
+        """The end of a stream's oldest stored delta, raw or held in a minute roll-up
+        (retention may have dropped its raw deltas); None: it has none."""
         with self._lock:
             sid = self._streams.get((target, model_name))
             if sid is None:
                 return None
+            rolled = self._rollups.first_rolled_end(sid)
+            if rolled is not None:
+                return rolled
             block = self._rollups.first_block(sid)
             row = self._db.execute(
                 "SELECT MIN(end_ts) FROM intervals WHERE stream_id = ?", (sid,)
@@ -363,6 +367,16 @@ class Store:
             if deltas:
                 return deltas[0].end
         return None if row is None or row[0] is None else float(row[0])
+
+    def import_rollups(self, target: str, model_name: str, minutes: Sequence[Rollup]) -> int:
+        """Write history of a stream kept only as roll-ups: its minute roll-ups (whole
+        minutes, oldest first, after anything stored of the stream) and the hour
+        roll-ups they add up to — what retention leaves of raw deltas older than
+        ``storage.retention_days``, written without them (a back-fill, a benchmark's
+        month). Deltas written later continue from there. Return the minutes written."""
+        with self.transaction("rollups"):
+            sid = self._stream_id(target, model_name)
+            return self._rollups.import_minutes(sid, minutes)
 
     def _of_targets(self, sql: str, targets: Collection[str] | None, tail: str = "") -> list[Any]:
         """Rows of ``sql`` (which ends in a WHERE clause's place), for every target or

@@ -28,6 +28,7 @@ KIND_TEXT = {
     "kv_spread": "KV spread",
     "ttft": "TTFT",
     "itl": "ITL",
+    "pool": "pool ratio",  # a P/D fleet's pool, saturated beside an idle one
 }
 
 

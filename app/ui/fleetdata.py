@@ -21,6 +21,7 @@ from app.diagnose import DiagnosisConfig
 from app.fleet.aggregate import FleetKey, fleet_window, group_streams
 from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds, find_imbalance
+from app.fleet.pools import imbalance_within_pools, probe_targets, roles_from_labels
 from app.fleet.slo import Budget, SloSpec, attainment, window_counts
 from app.fleet.specs import imbalance_thresholds
 from app.fleet.tracker import SloStatus, SloTracker, matches
@@ -77,7 +78,7 @@ class FleetOptions:
             group_by=tuple(fleet.group_by),
             thresholds=imbalance_thresholds(fleet.imbalance),
             labels_of={t.name: dict(t.labels) for t in targets},
-            retention_s=storage.retention_days * 86400.0,
+            retention_s=max(storage.retention_days, storage.rollup_retention_days) * 86400.0,
         )
 
 
@@ -250,6 +251,7 @@ class FleetData:
     ) -> FleetView:
         """The fleet's window ending at ``end`` (default: the latest one)."""
         e = self.aligned_end(self.source.now()) if end is None else end
+        labels_of = self.options.labels_of
         return fleet_view(
             self.source,
             key,
@@ -259,6 +261,10 @@ class FleetData:
             config=self.config,
             thresholds=self.options.thresholds,
             diagnose_replicas=diagnose_replicas,
+            # A P/D fleet: roles from the targets' labels (else the pages), and the
+            # probes of its model for the client's TTFT (``app.fleet.pools``).
+            roles=roles_from_labels(labels_of),
+            probes=probe_targets(self.source.streams(), labels_of, key),
         )
 
     def series(
@@ -287,11 +293,15 @@ class FleetData:
                 )
         points: dict[str, list[ReplicaPoint]] = {t: [] for t in members}
         fleet_points: list[ReplicaPoint] = []
+        roles = roles_from_labels(self.options.labels_of)
         for ws in zip(*per.values(), strict=True):
             fw = fleet_window(key, ws, start=ws[0].start, end=ws[0].end)
             if not fw.replicas:
                 continue
-            imbalance = find_imbalance(fw.replicas, self.options.thresholds)
+            # A P/D fleet's replicas are compared within their pool (``app.fleet.pools``).
+            imbalance = imbalance_within_pools(
+                fw.replicas, roles, self.options.thresholds
+            ) or find_imbalance(fw.replicas, self.options.thresholds)
             kinds: dict[str, list[str]] = {}
             for o in imbalance.outliers:
                 kinds.setdefault(o.replica, []).append(o.kind)

@@ -58,6 +58,7 @@ FLEET_TICK = "fleet-tick"
 FLEET_STATUS = "fleet-status"
 FLEET_HEADROOM = "fleet-headroom"  # the tightest replica's headroom line
 FLEET_IMBALANCE = "fleet-imbalance"
+FLEET_POOLS = "fleet-pools"  # a P/D fleet's pools, client TTFT and KV transfer
 FLEET_TABLE = "fleet-table"
 FLEET_BARS = "fleet-bars"
 FLEET_GRAPH = "fleet-graph"

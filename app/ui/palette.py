@@ -36,12 +36,13 @@ VERMILLION = "#D55E00"
 PURPLE = "#CC79A7"
 GREY = "#999999"
 BLACK = "#000000"
-# Tol's wine: one more fill, darker than every Okabe–Ito hue but black (transfer_bound).
-WINE = "#882255"
+# One more fill for transfer_bound: a dark red, far (CIE76 ΔE ≥ 30) from every replica
+# line colour and darker than the vermillion of KV pressure.
+DARK_RED = "#920000"
 # The class strip where no window was computed (the style sheet's .mini-band grey).
 EMPTY_STRIP = "#eeeeee"
-# Every colour a class may be filled with: Okabe–Ito, grey for "no data", and wine.
-SWATCHES = (ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE, GREY, BLACK, WINE)
+# Every colour a class may be filled with: Okabe–Ito, grey for "no data", and dark red.
+SWATCHES = (ORANGE, SKY, GREEN, YELLOW, BLUE, VERMILLION, PURPLE, GREY, BLACK, DARK_RED)
 
 STYLES: dict[str, ClassStyle] = {
     t.cls: ClassStyle(t.label, t.short, t.colour, t.text, t.pattern, classes.severity(t.cls))

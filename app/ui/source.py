@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -25,6 +25,7 @@ from app.sources.recording import record_into, target_name
 from app.store.sqlite import ScrapeRecord, Store
 from app.ui.cells import gauge_samples, merge_cells
 from app.windows.aggregate import windows as make_windows
+from app.windows.rollup import RollupPart
 
 # The histograms the diagnosis reads (it declares them); the UI draws only TTFT and ITL.
 UI_HISTOGRAMS: tuple[str, ...] = READ_HISTOGRAMS
@@ -194,6 +195,12 @@ class StoreSource:
     def first_end(self, target: str, model: str) -> float | None:
         """The end of a stream's oldest stored delta (None: it has none)."""
         return self._store().first_end(target, model)
+
+    def rollups(
+        self, target: str, model: str, start: float, end: float, res: float
+    ) -> Iterator[RollupPart]:
+        """A stream's stored roll-ups (a fleet's SLO counts read closed hours from them)."""
+        return self._store().rollups(target, model, start, end, res)
 
     def earliest(self) -> float | None:
         """The start of a fixed range (nothing older exists); None when live."""

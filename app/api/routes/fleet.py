@@ -29,6 +29,7 @@ from app.api.schemas import (
     WindowPublic,
 )
 from app.fleet.aggregate import FleetKey
+from app.fleet.pools import probe_targets, roles_from_labels
 from app.fleet.slo import SloSpec
 from app.fleet.specs import imbalance_thresholds
 from app.fleet.tracker import matches
@@ -118,6 +119,77 @@ class ReplicaWindowPublic(WindowPublic):
     slo: list[SloWindowPublic]
 
 
+class PDRolePublic(Answer):
+    """One replica's role in a P/D fleet and where it comes from (``label`` or ``page``)."""
+
+    replica: str
+    role: str
+    source: str
+
+
+class PoolPublic(Answer):
+    """One pool of a P/D fleet: its replicas summed, diagnosed; its load (share of its
+    capacity in use, ``load_basis`` says how it was read) and its KV-transfer readings."""
+
+    role: str
+    name: str
+    replicas: list[str]
+    absent: list[str]
+    cls: str = Field(alias="class")
+    sub_cause: str | None
+    confidence: float
+    summary: str
+    hints: list[HintPublic]
+    load: float | None
+    load_basis: str
+    ttft_mean: float | None
+    ttft_p99: float | None
+    itl_p99: float | None
+    running_avg: float | None
+    waiting_avg: float | None
+    kv_avg: float | None
+    transfer: dict[str, float | None] | None
+
+
+class ClientTtftPublic(Answer):
+    """What a client waits for a first token: measured by a probe of the model, else
+    estimated from the pools (``parts``), with the mismatch against each pool's own TTFT."""
+
+    measured: bool
+    mean: float | None = Field(description="the estimate from the pools, seconds")
+    upper: float | None = Field(description="the pools' p99s added, seconds")
+    parts: dict[str, float | None]
+    probe_mean: float | None
+    probe_p99: float | None
+    probes: list[str]
+    mismatch: str | None
+    notes: list[str]
+
+
+class PoolImbalancePublic(Answer):
+    """One pool saturated while the other idles, and the ratio of replicas to move to."""
+
+    saturated: str
+    idle: str
+    now: str
+    move_to: str
+    prefill_load: float
+    decode_load: float
+    demand: float | None
+    summary: str
+
+
+class PDPublic(Answer):
+    """A disaggregated prefill/decode fleet (``docs/pd-fleets.md``): roles, pools, the
+    client's TTFT and the pool imbalance."""
+
+    roles: list[PDRolePublic]
+    pools: dict[str, PoolPublic]
+    client_ttft: ClientTtftPublic
+    pool_imbalance: PoolImbalancePublic | None
+    notes: list[str]
+
+
 class FleetWindowPublic(WindowPublic):
     """A fleet window: the replicas' windows summed (``/windows``' fields), its diagnosis,
     imbalance and SLO figures, and every replica's own window."""
@@ -131,6 +203,9 @@ class FleetWindowPublic(WindowPublic):
     imbalance: ImbalancePublic
     slo: list[SloWindowPublic]
     replicas: list[ReplicaWindowPublic]
+    pd: PDPublic | None = Field(
+        None, description="a P/D fleet's pools (null: replicas serve both phases)"
+    )
 
 
 class FleetPublic(Answer):
@@ -193,6 +268,8 @@ def list_fleets(
             config=config,
             thresholds=imbalance_thresholds(fleet.imbalance),
             diagnose_replicas=True,
+            roles=roles_from_labels(labels_of),
+            probes=probe_targets(store.streams(), labels_of, key),
         )
         out.append(
             {
@@ -254,6 +331,7 @@ async def fleet_windows(
             diagnose_replicas=True,
             max_length=kept,
             cancel=cancel,
+            roles=roles_from_labels(labels_of),
         )
         slos = _slos(specs, labels_of, key, members)
         out = [v.to_dict(slos) for v in views]

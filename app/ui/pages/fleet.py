@@ -22,6 +22,7 @@ from app.ui.figures import utc
 from app.ui.fleet_components import imbalance_panel, replicas_table, slo_panel
 from app.ui.fleet_figures import replicas_bars, replicas_figure, slo_figure
 from app.ui.fleetdata import FleetData, replica_point
+from app.ui.pools_components import pools_panel
 
 AT_PAD_S = 1800.0
 
@@ -95,6 +96,7 @@ def view(
                 ],
                 className="two-cols",
             ),
+            html.Div(id=ids.FLEET_POOLS),
             html.H3("Replicas side by side"),
             html.Div(id=ids.FLEET_TABLE, className="table-wrap"),
             dcc.Graph(id=ids.FLEET_BARS, config={"displaylogo": False}, className="chart"),
@@ -132,7 +134,7 @@ def _render(
     found = _fleets(ctx_, model).get(fleet)
     if found is None:
         msg = html.P(f"No fleet {fleet} of {model}.", className="muted")
-        return msg, msg, "", {}, {}, "", {}, ""
+        return msg, msg, "", "", {}, {}, "", {}, ""
     key, members = found
     view = fd.latest(key, members, None if at is None else _window_end(fd, at))
     kinds: dict[str, list[str]] = {}
@@ -170,6 +172,7 @@ def _render(
     return (
         status,
         imbalance_panel(view, min_replicas=fd.options.thresholds.min_replicas),
+        pools_panel(view),
         table,
         bars,
         over_time,  # its legend calls imbalanced who the table does: one window, one verdict
@@ -194,6 +197,7 @@ def register(app: Dash, ctx_: PageContext) -> None:
     @app.callback(
         Output(ids.FLEET_STATUS, "children"),
         Output(ids.FLEET_IMBALANCE, "children"),
+        Output(ids.FLEET_POOLS, "children"),
         Output(ids.FLEET_TABLE, "children"),
         Output(ids.FLEET_BARS, "figure"),
         Output(ids.FLEET_GRAPH, "figure"),
@@ -222,12 +226,12 @@ def register(app: Dash, ctx_: PageContext) -> None:
         fd = ctx_.fleets
         if fd is None or not fleet:
             msg = html.P(f"No data for {model} yet.", className="muted")
-            return msg, "", "", {}, {}, "", {}, "", None
+            return msg, "", "", "", {}, {}, "", {}, "", None
         if ctx.triggered_id in (ids.FLEET_SELECT, ids.FLEET_RANGE, ids.FLEET_FROM, ids.FLEET_TO):
             at = None
         try:
             start, end = timerange.resolve(choice, lo, hi, now=data.now(), span=data.source.span())
         except timerange.RangeError as exc:
-            return (str(exc), *((no_update,) * 7), at)
+            return (str(exc), *((no_update,) * 8), at)
         fit = choice in timerange.PRESETS and at is None
         return (*_render(ctx_, fd, model, fleet, start, end, at, fit=fit), at)
