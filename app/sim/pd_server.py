@@ -20,15 +20,14 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, cast
 
 from app.sim.exposition import CONTENT_TYPE, TextWriter, replica_families
+from app.sim.httpbase import QuietHandler, QuietServer
 from app.sim.pd import ClientAccount, ClientRequest, OnInterval, PDFleet, replica_names
 from app.sim.pd_scenario import PDScenario
 from app.sim.record import describe
@@ -143,7 +142,7 @@ class PDLive:
         }
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server: PDHTTPServer
     protocol_version = "HTTP/1.1"
 
@@ -177,30 +176,11 @@ class _Handler(BaseHTTPRequestHandler):
         lines = "".join(json.dumps(r) + "\n" for r in live.truth(i))
         return self._send(200, lines.encode(), "application/x-ndjson")
 
-    def _send(self, code: int, body: bytes, ctype: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        """Stay quiet: one line per scrape would drown the output."""
-
-
-class PDHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 1024
-
+class PDHTTPServer(QuietServer):
     def __init__(self, address: tuple[str, int], live: PDLive) -> None:
         super().__init__(address, _Handler)
         self.live = live
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Stay quiet when a client hangs up; report the rest."""
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
 
 
 def start_pd_server(

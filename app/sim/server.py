@@ -23,17 +23,16 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from app.sim.engine import Replica
 from app.sim.exposition import CONTENT_TYPE, TextWriter
 from app.sim.families import replica_families
+from app.sim.httpbase import QuietHandler, QuietServer
 from app.sim.scenario import Scenario, load
 from app.sim.serving import ROUTES, answer
 from app.sim.truth import Account, Verdict, row
@@ -174,7 +173,7 @@ class Fleet:
             return list(engine.truth)
 
 
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server: SimHTTPServer
     # Keep-alive, as vLLM's uvicorn does: a scraper reuses its connections.
     protocol_version = "HTTP/1.1"
@@ -210,32 +209,11 @@ class _Handler(BaseHTTPRequestHandler):
         lines = "".join(json.dumps(r) + "\n" for r in fleet.truth(index))
         return self._send(200, lines.encode(), "application/x-ndjson")
 
-    def _send(self, code: int, body: bytes, ctype: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-        """Stay quiet: one line per scrape would drown the demo's output."""
-
-
-class SimHTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    # A scraper of a thousand replicas opens its connections at once: socketserver's
-    # backlog of 5 drops the SYNs beyond it, and each retries a second or more later.
-    request_queue_size = 1024
-
+class SimHTTPServer(QuietServer):
     def __init__(self, address: tuple[str, int], fleet: Fleet) -> None:
         super().__init__(address, _Handler)
         self.fleet = fleet
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """Stay quiet when a client hangs up (a scraper that timed out); report the rest."""
-        if isinstance(sys.exc_info()[1], ConnectionError):
-            return
-        super().handle_error(request, client_address)
 
 
 def start_server(
