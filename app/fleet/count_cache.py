@@ -24,6 +24,7 @@ passed in.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING
 from app.fleet.count_fold import DAY_HOURS, edge_chunks, edge_hours, fold_days
 from app.fleet.deltas import DeltaSource, Stream
 from app.fleet.packed import PackedCounts, pack, unpack
-from app.fleet.rollup_counts import RollupSource, rollup_counts, rollups_of_source
+from app.fleet.rollup_counts import RollupSource, part_counts, rollups_of_source
 from app.fleet.slo import SloCounts, SloSpec, delta_counts
 from app.model import IntervalDelta
 
@@ -237,30 +238,28 @@ class CountCache:
 
     def _load_rolled(self, rolled: RollupSource, stream: Stream, k0: int, k1: int) -> None:
         """Chunks ``k0 .. k1-1`` from the source's roll-ups: each whole hour inside from
-        its hour roll-up (kept as an hour, no chunks), the rest from minute roll-ups.
-        Read a day at most at a time, each roll-up counted as it comes: a month's fill
-        holds a day's rows at once, not a month's."""
+        its hour roll-up (kept as an hour, no chunks), the rest from minute roll-ups; a
+        whole day older than the last one (which the windows read by the hour) straight
+        into ``days``. Read a day at most at a time, each roll-up counted as it comes: a
+        month's fill holds a day's rows at once, and a month's hours never."""
         c = self.chunk_s
         cache = self.chunks.setdefault(stream, PackedCounts())
-        hours = self.hours.setdefault(stream, PackedCounts())
         h0, h1 = -(-k0 // HOUR), k1 // HOUR
         spans = [(k0, k1, MINUTE_S)]
         if h0 < h1:
             spans = [(k0, h0 * HOUR, MINUTE_S), (h1 * HOUR, k1, MINUTE_S)]
-            spans += [
-                (lo, min(lo + DAY, h1 * HOUR), c * HOUR) for lo in range(h0 * HOUR, h1 * HOUR, DAY)
-            ]
+            cuts = [h0 * HOUR, *range((h0 * HOUR // DAY + 1) * DAY, h1 * HOUR, DAY), h1 * HOUR]
+            spans += [(lo, hi, c * HOUR) for lo, hi in itertools.pairwise(cuts)]
+        recent = k1 - (DAY_HOURS + 2) * HOUR  # days ending before this are not read by hour
         for lo, hi, res in spans:
             if hi <= lo:
                 continue
-            whole: set[int] = set()
+            whole: dict[int, SloCounts] = {}
             parts: dict[int, SloCounts] = {}
             for part in rolled.rollups(stream[0], stream[1], lo * c, hi * c, res):
-                counts = rollup_counts([part.rollup()], self.spec)
+                counts = part_counts(part, self.spec)
                 if part.end - part.start > c:  # an hour's roll-up
-                    h = math.ceil(part.end / (c * HOUR)) - 1
-                    hours[h] = counts
-                    whole.add(h)
+                    whole[math.ceil(part.end / (c * HOUR)) - 1] = counts
                 else:
                     k = math.ceil(part.end / c) - 1
                     parts[k] = parts[k] + counts if k in parts else counts
@@ -269,8 +268,13 @@ class CountCache:
                     if h not in whole and not any(
                         k in parts for k in range(h * HOUR, h * HOUR + HOUR)
                     ):
-                        hours[h] = SloCounts()
-                        whole.add(h)
+                        whole[h] = SloCounts()
+            if lo % DAY == 0 and hi - lo == DAY and hi <= recent and len(whole) == DAY_HOURS:
+                self.days.setdefault(stream, PackedCounts())[lo // DAY] = _total(whole.values())
+                continue
+            hours = self.hours.setdefault(stream, PackedCounts())
+            for h, counts in whole.items():
+                hours[h] = counts
             for k in range(lo, hi):
                 if k // HOUR not in whole:
                     cache[k] = parts.get(k, SloCounts())

@@ -22,7 +22,7 @@ from app.fleet.slo import OBJECTIVES, SloCounts, SloSpec, counts_of_sums
 from app.windows.exact import ExactSum, HistogramSum
 from app.windows.rollup import Layout, Rollup, RollupPart
 
-__all__ = ["RollupSource", "rollup_counts", "rollups_of_source"]
+__all__ = ["RollupSource", "part_counts", "rollup_counts", "rollups_of_source"]
 
 
 class RollupSource(Protocol):
@@ -39,9 +39,31 @@ def rollups_of_source(source: object) -> RollupSource | None:
     return source if callable(getattr(source, "rollups", None)) else None  # type: ignore[return-value]
 
 
+def part_counts(part: RollupPart, spec: SloSpec) -> SloCounts:
+    """The SLO counts of one roll-up part; a stored one builds only the histograms and
+    counters the counts read (its ``rollup_of``), not the whole roll-up."""
+    select = getattr(part, "rollup_of", None)
+    if callable(select):
+        wanted = {OBJECTIVES[n] for n in spec.bounds()} | {"tpot"}
+        return rollup_counts([select(wanted, "finished:")], spec)
+    return rollup_counts([part.rollup()], spec)
+
+
 def rollup_counts(rolls: Iterable[Rollup], spec: SloSpec) -> SloCounts:
     """The SLO counts of the deltas some roll-ups of one stream hold (none: empty)."""
     wanted = {OBJECTIVES[n] for n in spec.bounds()} | {"tpot"}
+    rolls = list(rolls)
+    if len(rolls) == 1:  # one roll-up: its sums as they are
+        (roll,) = rolls
+        if roll.intervals == 0:
+            return SloCounts()
+        histograms = {
+            name: [acc.result(layout) for layout, acc in hroll.layouts.items() if acc.members]
+            for name, hroll in roll.histograms.items()
+            if name in wanted
+        }
+        increases = {k: v.value() for k, v in roll.counters.items() if k.startswith("finished:")}
+        return counts_of_sums(histograms, increases, spec, roll.covered.value())
     hists: dict[str, dict[Layout, HistogramSum]] = {}
     finished: dict[str, ExactSum] = {}
     covered = ExactSum()

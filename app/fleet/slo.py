@@ -261,7 +261,7 @@ def _tally(hds: Iterable[HistogramDelta], bound: float) -> Tally | None:
         groups.setdefault(hd.bounds, []).append(hd)
     out: Tally | None = None
     for same in groups.values():
-        summed = sum_histogram_deltas(same)
+        summed = same[0] if len(same) == 1 else sum_histogram_deltas(same)
         if summed is not None:
             t = good_below(summed, bound)
             out = t if out is None else out + t

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from app.model import GaugeStats, HistogramDelta, Window
@@ -123,10 +123,22 @@ def decode_rollup(
 
 
 def _rollup(
-    obj: Any, start: float, end: float, bounds_of: Callable[[int], tuple[float, ...]]
+    obj: Any,
+    start: float,
+    end: float,
+    bounds_of: Callable[[int], tuple[float, ...]],
+    only: tuple[Collection[str], str] | None = None,
 ) -> Rollup:
     histograms: dict[str, HistRoll] = {}
+    counters = obj["c"]
+    gauges = obj["g"]
+    if only is not None:  # the histograms named and the counters with the prefix, no gauge
+        names, prefix = only
+        counters = {k: v for k, v in counters.items() if k.startswith(prefix)}
+        gauges = {}
     for name, (latest, layouts) in obj["h"].items():
+        if only is not None and name not in only[0]:
+            continue
         accs: dict[tuple[float, ...], HistogramSum] = {}
         for lid, members, count, total, whole, *other in layouts:
             acc = HistogramSum()
@@ -147,12 +159,12 @@ def _rollup(
         first_end=float(first),
         last_end=float(last),
         histograms=histograms,
-        counters={k: _exact_of(v) for k, v in obj["c"].items()},
-        counter_members={k: obj["k"].get(k, obj["n"]) for k in obj["c"]},
+        counters={k: _exact_of(v) for k, v in counters.items()},
+        counter_members={k: obj["k"].get(k, obj["n"]) for k in counters},
         missing=obj["m"],
         gauges={
             k: GaugeRoll(_exact_of(t), n, float(mx), float(fi), float(la))
-            for k, (t, n, mx, fi, la) in obj["g"].items()
+            for k, (t, n, mx, fi, la) in gauges.items()
         },
     )
 
@@ -203,6 +215,14 @@ class StoredRollup:
 
     def rollup(self) -> Rollup:
         return _rollup(self._parsed(), self.start, self.end, self._bounds_of)
+
+    def rollup_of(self, histograms: Collection[str], counter_prefix: str) -> Rollup:
+        """The roll-up with only the ``histograms`` named and the counters whose names
+        start with ``counter_prefix`` (no gauge): what an SLO count reads, a few times
+        faster to build than the whole."""
+        return _rollup(
+            self._parsed(), self.start, self.end, self._bounds_of, (histograms, counter_prefix)
+        )
 
     def window(self, *, target: str, model_name: str, start: float, end: float) -> Window:
         obj = self._parsed()
