@@ -174,7 +174,13 @@ class Service:
                 cpu_share=settings.whatif.cpu_share,
             )
             self.evaluator.effects = self.effects
-        self.window_cache = WindowCache(settings.scrape.interval + settings.scrape.timeout + 1.0)
+        # How long after its time a delta may still arrive: a scrape's interval and timeout;
+        # from a Prometheus source, its lag and a round more (a minute rolled up before
+        # its deltas arrive takes each of them as a late write: decoded and packed again).
+        settle = settings.scrape.interval + settings.scrape.timeout + 1.0
+        if settings.source.kind == "prometheus":
+            settle += settings.source.lag + settings.scrape.interval
+        self.window_cache = WindowCache(settle)
         self.metrics.targets.set(len(self.source.targets()))
         self.reload_status = ReloadStatus(last_attempt=time.time(), last_success=time.time())
         record_reload(self.metrics, self.reload_status)

@@ -15,7 +15,8 @@ the default rules and SLOs) reads what arrived. After ``--warmup`` seconds it me
   ``/api/v1/query`` (its own ``prometheus_http_requests_total``), per second — all of
   them phasewatch's; ``query_s_per_round``: Prometheus' time answering them per round;
 * ``round_s``: a read round's time (query, normalise, deltas, store; the service's
-  ``phasewatch_scrape_round_duration_seconds``); ``missed_rounds``;
+  ``phasewatch_scrape_round_duration_seconds``); ``missed_rounds``; ``--round R``
+  reads every R seconds instead (``scrape.interval``: each round R / step steps);
 * ``evaluation_lag_s``: how old the newest data the service holds is — the wall clock
   minus the newest stored page of a target, sampled every second on eight targets
   (p50, p99, max); an alert round evaluates up to ``now − source.lag`` (5 s), so this is
@@ -38,6 +39,7 @@ import os
 import re
 import shutil
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -162,6 +164,7 @@ def exporting(args: argparse.Namespace, tmp: Path, targets: int) -> Iterator[tup
         with started(argv, tmp / "record.log", cwd=ROOT) as proc:
             proc.wait(timeout=300)
     port_file = tmp / "exporter.port"
+    port_file.unlink(missing_ok=True)
     needed = math.ceil((args.warmup + args.duration + 120.0) / args.interval)
     argv = [sys.executable, __file__, "--exporter", str(rec), str(args.models)]
     argv += [str(args.interval), str(needed), str(port_file)]
@@ -199,6 +202,7 @@ def prometheus(
     }
     cfg = tmp / "prometheus.yml"
     cfg.write_text(yaml.safe_dump(config))
+    shutil.rmtree(tmp / "tsdb", ignore_errors=True)  # a kept folder's last run: not its series
     argv = [binary, f"--config.file={cfg}", f"--storage.tsdb.path={tmp / 'tsdb'}"]
     argv += [f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=2h"]
     log = tmp / "prometheus.log"
@@ -226,11 +230,11 @@ def prom_queries(url: str) -> tuple[float, float]:
 
 
 def series_count(url: str) -> float:
-    got = httpx.get(
-        f"{url}/api/v1/query", params={"query": "prometheus_tsdb_head_series"}, timeout=30
-    ).json()
-    result = got["data"]["result"]
-    return float(result[0]["value"][1]) if result else math.nan
+    """The series in Prometheus' head block (its own ``/metrics``)."""
+    for line in httpx.get(f"{url}/metrics", timeout=30).text.splitlines():
+        if line.startswith("prometheus_tsdb_head_series "):
+            return float(line.rpartition(" ")[2])
+    return math.nan
 
 
 def up_count(url: str) -> float:
@@ -299,7 +303,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
         db = tmp / "pw.db"
         config = {
             "source": {"kind": "prometheus", "url": prom_url, "step": args.interval},
-            "scrape": {"interval": args.interval},
+            "scrape": {"interval": args.round or args.interval},
             "storage": {"path": str(db)},
             "server": {"host": "127.0.0.1", "port": port},
             "log": {"level": "WARNING"},
@@ -318,8 +322,21 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
             pids = {"pw": proc.pid, "prom": prom_pid, "exp": exp_pid}
             c0 = {k: cpu_seconds(p) for k, p in pids.items()}
             t0 = time.monotonic()
+            spy = None
+            if args.profile:  # py-spy, raw stacks (as bench/scale.py --profile)
+                exe = shutil.which("py-spy", path=f"{Path(sys.executable).parent}")
+                if exe is None:
+                    sys.exit("--profile needs py-spy (pip install py-spy)")
+                spy = subprocess.Popen(
+                    [exe, "record", "-p", str(proc.pid), "-d", str(int(args.duration))]
+                    + ["-r", "50", "--format", "raw", "-o", args.profile, "--nonblocking"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
             time.sleep(args.duration)
             wall = time.monotonic() - t0
+            if spy is not None:
+                spy.wait(timeout=60)
             c1 = {k: cpu_seconds(p) for k, p in pids.items()}
             m1, q1 = self_metrics(base), prom_queries(prom_url)
             ages.stop.set()
@@ -344,7 +361,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
         "queries_per_s": (q1[0] - q0[0]) / wall,
         "query_s_per_round": (q1[1] - q0[1]) / max(rounds, 1),
         "rounds": rounds,
-        "expected_rounds": wall / args.interval,
+        "expected_rounds": wall / (args.round or args.interval),
         "round_s": d("phasewatch_scrape_round_duration_seconds_sum") / max(rounds, 1),
         "missed_rounds": d("phasewatch_scrape_rounds_missed_total"),
         "evaluation_lag_p50_s": quantile(ages.ages, 0.5),
@@ -370,9 +387,16 @@ def main() -> int:
     ap.add_argument("--streams", type=int, default=1000)
     ap.add_argument("--models", type=int, default=50, help="models on each target's page")
     ap.add_argument("--interval", type=float, default=5.0, help="scrape interval and step, s")
+    ap.add_argument(
+        "--round",
+        type=float,
+        help="phasewatch reads every ROUND seconds (scrape.interval; default: --interval), "
+        "each read ROUND / step steps",
+    )
     ap.add_argument("--warmup", type=float, default=60.0)
     ap.add_argument("--duration", type=float, default=180.0)
     ap.add_argument("--keep", metavar="DIR", help="work in DIR (the recording is reused)")
+    ap.add_argument("--profile", metavar="FILE", help="py-spy raw stacks of phasewatch")
     args = ap.parse_args()
     tmp = Path(args.keep or tempfile.mkdtemp(prefix="pw-source-"))
     tmp.mkdir(parents=True, exist_ok=True)

@@ -176,13 +176,20 @@ class PromAPI:
 
     async def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
         """``/api/v1/query_range``: values at ``start + k*step <= end``."""
+        return _matrix(await self.query_range_result(expr, start, end, step))
+
+    async def query_range_result(
+        self, expr: str, start: float, end: float, step: float
+    ) -> list[Any]:
+        """:meth:`query_range`'s answer as the API's JSON gives it (``[{"metric": {…},
+        "values": [[t, "v"], …]}, …]``), for a reader that needs no series objects."""
         data = await self._post(
             "query_range",
             {"query": expr, "start": _ts(start), "end": _ts(end), "step": repr(float(step))},
         )
         if data.get("resultType") != "matrix":
             raise PrometheusError(f"expected a matrix from query_range, got {data!r:.200}")
-        return _matrix(data["result"])
+        return list(data["result"] or [])
 
     async def scalar(self, expr: str, time: float) -> float | None:
         """An instant query with one value (vector of one, or scalar); None when empty."""
@@ -202,7 +209,8 @@ def _ts(t: float) -> str:
 def _matrix(result: Any) -> list[Series]:
     out = []
     for item in result or []:
-        labels = {str(k): str(v) for k, v in (item.get("metric") or {}).items()}
+        # The decoded JSON object is ours: its names and values are str already.
+        labels = item.get("metric") or {}
         points = [(float(t), _float(v)) for t, v in item.get("values") or []]
         out.append(Series(labels, points))
     return out

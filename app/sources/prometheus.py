@@ -48,11 +48,12 @@ import asyncio
 import itertools
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from app.config import SourceConfig
-from app.model import IntervalDelta, Snapshot
+from app.model import IntervalDelta, Sample, Snapshot
 from app.scrape.normalize import NormalizeCache, normalize
 from app.scrape.result import ParseResult
 from app.sources.promapi import Matcher, PromAPI, Series, parse_matchers, selector
@@ -61,6 +62,7 @@ from app.sources.prompages import (
     PageSet,
     canonical_name,
     family_regexes,
+    gc_paused,
     name_regex,
     target_name,
 )
@@ -83,6 +85,7 @@ __all__ = [
 MAX_STEPS = 1000  # points per series per query_range request (Prometheus allows 11,000)
 RAW_CHUNK_S = 3600.0  # seconds of raw samples per request
 QUERY_CONCURRENCY = 4  # family queries in flight at once
+T = TypeVar("T")
 # Labels a vLLM series carries that ``up`` does not.
 _VLLM_ONLY_LABELS = frozenset({"model_name", "engine", "le", "finished_reason", "pid"})
 
@@ -126,27 +129,45 @@ def history_from_series(
     pages = PageSet(target_label)
     pages.add(list(series))
     return history_from_pages(
-        pages.pages, target_label=target_label, up=up, grid=grid, previous=previous
+        pages.drain(),
+        target_label=target_label,
+        up=up,
+        grid=grid,
+        previous=previous,
+        series_counts=pages.series,
     )
 
 
 def history_from_pages(
-    pages: Pages,
+    pages: Pages | Iterable[tuple[str, dict[float, list[Sample]]]],
     *,
     target_label: str = "instance",
     up: Iterable[Series] = (),
     grid: Sequence[float] | None = None,
     previous: dict[str, Snapshot] | None = None,
+    series_counts: Mapping[str, int] | None = None,
 ) -> History:
-    """Pages (:class:`~app.sources.prompages.PageSet`) → per target: snapshots, deltas
-    and failed scrape times (as :func:`history_from_series`)."""
+    """Pages per target (a mapping, or ``PageSet.drain()``: one target's pages at a time)
+    → per target: snapshots, deltas and failed scrape times (as
+    :func:`history_from_series`). ``series_counts``: the series of each target; its pages
+    that hold all of them hold them in one order, and share what the normaliser derives
+    from that (as a scraped page's template does)."""
     cache = NormalizeCache()  # this call's pages share their labels tuples
     out: History = {}
-    for target, by_ts in pages.items():
+    for target, by_ts in pages.items() if isinstance(pages, Mapping) else pages:
         hist = out[target] = TargetHistory(target)
         prev = (previous or {}).get(target)
+        whole = (series_counts or {}).get(target)
+        memo: dict[str, object] = {}  # shared by the pages that hold every series
         for ts in sorted(by_ts):
-            parsed = ParseResult(samples=by_ts[ts], types={}, errors=0, cut_last_line=False)
+            samples = by_ts[ts]
+            parsed = ParseResult(
+                samples=samples,
+                types={},
+                errors=0,
+                cut_last_line=False,
+                memo=memo if len(samples) == whole else None,
+            )
             snap = normalize(parsed, target=target, ts=ts, cache=cache)
             if prev is not None and ts > prev.ts:
                 hist.deltas.extend(snapshot_deltas(prev, snap))
@@ -211,56 +232,88 @@ class PrometheusSource:
         mode = mode or self.config.mode
         step = step or self.config.step or 5.0
 
-        async def fetch(expr: str) -> list[Series]:
-            if mode == "raw":
-                return await self.raw(expr, start, end)
-            return await self.stepped(expr, start, end, step)
-
         pages = PageSet(self.config.target_label)
-        await _in_order(self.family_selectors, fetch, pages.add, QUERY_CONCURRENCY)
-        up = await fetch(self.up_selector)
-        return history_from_pages(
-            pages.pages,
-            target_label=self.config.target_label,
-            up=up,
-            grid=None if mode == "raw" else _grid(start, end, step),
-            previous=previous,
-        )
+        if mode == "raw":
+
+            async def raw(expr: str) -> list[Series]:
+                return await self.raw(expr, start, end)
+
+            await _in_order(self.family_selectors, raw, _paused(pages.add), QUERY_CONCURRENCY)
+            up = await self.raw(self.up_selector, start, end)
+        else:
+
+            async def stepped(expr: str) -> list[Any]:
+                return await self.stepped_result(expr, start, end, step)
+
+            await _in_order(
+                self.family_selectors, stepped, _paused(pages.add_result), QUERY_CONCURRENCY
+            )
+            up = await self.stepped(self.up_selector, start, end, step)
+        grid = None if mode == "raw" else _grid(start, end, step)
+
+        def history() -> History:
+            with gc_paused():  # a round's pages: many objects, no cycle (``prompages``)
+                return history_from_pages(
+                    pages.drain(),
+                    target_label=self.config.target_label,
+                    up=up,
+                    grid=grid,
+                    previous=previous,
+                    series_counts=pages.series,
+                )
+
+        return await asyncio.to_thread(history)  # the event loop serves the API meanwhile
 
     async def stepped(self, expr: str, start: float, end: float, step: float) -> list[Series]:
-        """``query_range`` in requests of at most ``MAX_STEPS`` points, series merged."""
+        """``query_range`` in requests of at most ``MAX_STEPS`` points, series merged
+        (one request's answer holds each series once: it is taken as it is)."""
         parts: list[Series] = []
         t = start
+        requests = 0
         while t <= end:
             chunk_end = min(end, t + (MAX_STEPS - 1) * step)
             parts += await self.api.query_range(expr, t, chunk_end, step)
             t = t + MAX_STEPS * step
-        return _merge(parts)
+            requests += 1
+        return parts if requests == 1 else _merge(parts)
+
+    async def stepped_result(self, expr: str, start: float, end: float, step: float) -> list[Any]:
+        """:meth:`stepped`'s answers as the API's JSON gives them, one after the other (a
+        series in several requests is several items: ``PageSet`` joins them)."""
+        parts: list[Any] = []
+        t = start
+        while t <= end:
+            chunk_end = min(end, t + (MAX_STEPS - 1) * step)
+            parts += await self.api.query_range_result(expr, t, chunk_end, step)
+            t = t + MAX_STEPS * step
+        return parts
 
     async def raw(self, expr: str, start: float, end: float) -> list[Series]:
         """The stored samples in ``[start, end]``, in chunks of ``RAW_CHUNK_S``."""
         parts: list[Series] = []
         lo = start
+        requests = 0
         while True:
             hi = min(end, lo + RAW_CHUNK_S)
             ms = max(1, round((hi - lo) * 1000))
             parts += await self.api.query_matrix(f"{expr}[{ms}ms]", hi)
+            requests += 1
             if hi >= end:
                 break
             lo = hi
-        return _merge(parts)
+        return parts if requests == 1 else _merge(parts)
 
 
 async def _in_order(
     exprs: Sequence[str],
-    fetch: Callable[[str], Awaitable[list[Series]]],
-    consume: Callable[[list[Series]], None],
+    fetch: Callable[[str], Awaitable[list[T]]],
+    consume: Callable[[list[T]], None],
     limit: int,
 ) -> None:
     """Fetch every expression, ``limit`` in flight, and hand each answer to ``consume``
-    in the order given (the next request sent before the answer is read); the first
-    failure cancels the rest and is raised."""
-    pending: deque[asyncio.Task[list[Series]]] = deque()
+    (in a thread, one answer at a time) in the order given (the next request sent before
+    the answer is read); the first failure cancels the rest and is raised."""
+    pending: deque[asyncio.Task[list[T]]] = deque()
     queue = iter(exprs)
     try:
         for expr in itertools.islice(queue, limit):
@@ -270,12 +323,23 @@ async def _in_order(
             nxt = next(queue, None)
             if nxt is not None:
                 pending.append(asyncio.ensure_future(fetch(nxt)))
-            consume(answer)
+            await asyncio.to_thread(consume, answer)  # the event loop serves the API meanwhile
     finally:
         for task in pending:
             task.cancel()
         if pending:
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _paused(consume: Callable[[list[T]], None]) -> Callable[[list[T]], None]:
+    """``consume`` with the cyclic garbage collector held off while it runs (only then:
+    an HTTP response, a cycle, is collected as usual between the answers)."""
+
+    def run(answer: list[T]) -> None:
+        with gc_paused():
+            consume(answer)
+
+    return run
 
 
 def _grid(start: float, end: float, step: float) -> list[float]:
