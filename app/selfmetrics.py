@@ -22,6 +22,9 @@ class SelfMetrics:
     held: Gauge
     reload_ok: Gauge
     reload_at: Gauge
+    effects_cpu: Counter
+    effects_priced: Counter
+    effects_queued: Gauge
 
 
 def build_self_metrics() -> SelfMetrics:
@@ -86,6 +89,21 @@ def build_self_metrics() -> SelfMetrics:
         reload_at=Gauge(
             "phasewatch_config_last_reload_success_timestamp_seconds",
             "When the configuration was last loaded successfully, Unix seconds.",
+            registry=reg,
+        ),
+        effects_cpu=Counter(
+            "phasewatch_hint_effects_cpu_seconds",
+            "CPU time the job pricing the hints' effects on the twin has used (its thread's).",
+            registry=reg,
+        ),
+        effects_priced=Counter(
+            "phasewatch_hint_effects_priced_streams",
+            "Streams whose hints the job has priced on the twin.",
+            registry=reg,
+        ),
+        effects_queued=Gauge(
+            "phasewatch_hint_effects_queued_streams",
+            "Streams waiting for their hints to be priced.",
             registry=reg,
         ),
     )

@@ -461,7 +461,7 @@ class Service:
         )
         if self.effects is not None:
             self.scheduler.add_job(
-                self.effects.work,
+                self.effects_job,
                 "interval",
                 seconds=EFFECTS_EVERY_S,
                 id="hint_effects",
@@ -470,6 +470,19 @@ class Service:
             )
         self.alerting.schedule(self.scheduler)
         self.scheduler.start()
+
+    def effects_job(self) -> None:
+        """Price the queued hints under their CPU budget and export what it cost."""
+        effects, m = self.effects, self.metrics
+        if effects is None:
+            return
+        spent, priced = effects.spent_s, effects.priced
+        try:
+            effects.work()
+        finally:
+            m.effects_cpu.inc(max(0.0, effects.spent_s - spent))
+            m.effects_priced.inc(effects.priced - priced)
+            m.effects_queued.set(effects.queued)
 
     async def stop(self) -> None:
         """Stop the jobs, deliver the notifications that are due, release the clients and

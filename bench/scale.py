@@ -166,6 +166,9 @@ def self_metrics(url: str) -> dict[str, object]:
                 "phasewatch_scrape_gaps_total",
                 "phasewatch_scrape_round_duration_seconds_count",
                 "phasewatch_scrape_round_duration_seconds_sum",
+                "phasewatch_hint_effects_cpu_seconds_total",
+                "phasewatch_hint_effects_priced_streams_total",
+                "phasewatch_hint_effects_queued_streams",
             ):
                 out[s.name] = s.value
             elif s.name == "phasewatch_scrapes_total":
@@ -313,6 +316,10 @@ def run_phasewatch(
         "streams": streams,
         "store_mb_day": (b1 - b0) / 1e6 / stream_days if stream_days else float("nan"),
         "log_warnings": len(warnings),
+        # The hints' pricing job's own CPU (its thread's time), of the wall measured.
+        "effects_cpu": delta("phasewatch_hint_effects_cpu_seconds_total") / got["wall"],
+        "effects_priced": delta("phasewatch_hint_effects_priced_streams_total"),
+        "effects_queued": float(m1.get("phasewatch_hint_effects_queued_streams", 0.0)),  # type: ignore[arg-type]
     }
 
 
@@ -441,6 +448,10 @@ def main() -> int:
     print(f"rss_mb: {pw['rss']:.0f}")
     print(f"store_mb_per_stream_day: {pw['store_mb_day']:.2f}")
     print(f"cpu_core_fraction: {pw['cpu']:.3f}")
+    if args.hint_effects == "on":
+        print(f"hint_effects_cpu_core_fraction: {pw['effects_cpu']:.4f}")
+        print(f"hint_effects_priced_streams: {pw['effects_priced']:.0f}")
+        print(f"hint_effects_queued_streams_end: {pw['effects_queued']:.0f}")
     met = (
         missed == 0
         and pw["errors"] == 0

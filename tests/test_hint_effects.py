@@ -174,3 +174,22 @@ def test_the_pricing_job_keeps_to_its_cpu_share(service: Any) -> None:
     assert effects.work() == 0
     clock[0] += 2e-3
     assert effects.work() == 1 and effects.queued == 0
+
+
+def test_the_pricing_job_exports_its_cost(service: Any) -> None:
+    """The scheduled job exports its own CPU time, the streams priced and the queue, so a
+    deployment (and ``bench/scale.py``) sees what the pricing costs."""
+
+    def value(name: str) -> float:
+        got = service.metrics.registry.get_sample_value(name)
+        return 0.0 if got is None else float(got)
+
+    cpu0 = value("phasewatch_hint_effects_cpu_seconds_total")
+    priced0 = value("phasewatch_hint_effects_priced_streams_total")
+    window = service.evaluator.run(time.time()).streams[0][0]
+    service.effects.effects(window, [("max_num_seqs", 48.0)])
+    assert service.effects.queued == 1
+    service.effects_job()
+    assert value("phasewatch_hint_effects_priced_streams_total") == priced0 + 1
+    assert value("phasewatch_hint_effects_cpu_seconds_total") > cpu0
+    assert value("phasewatch_hint_effects_queued_streams") == 0
