@@ -151,6 +151,19 @@ def simulator(args: argparse.Namespace, tmp: Path) -> Iterator[tuple[int, str]]:
         sys.exit(f"simulator did not start:\n{log.read_text()[-3000:]}")
 
 
+def py_spy(pid: int, duration: float, out: str) -> subprocess.Popen[bytes]:
+    """py-spy recording ``pid`` for ``duration`` seconds into ``out`` (raw stacks, 50 Hz)."""
+    spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    if spy is None:
+        sys.exit("--profile needs py-spy (pip install py-spy)")
+    return subprocess.Popen(
+        [spy, "record", "-p", str(pid), "-d", str(int(duration))]
+        + ["-r", "50", "--format", "raw", "-o", out, "--nonblocking"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
+
 # -- reading phasewatch's own metrics ----------------------------------------------------
 def self_metrics(url: str) -> dict[str, object]:
     """Counters and the lag histogram from the service's /metrics."""
@@ -254,17 +267,7 @@ def run_phasewatch(
         wait_for(f"{base}/healthz", proc, log)
         time.sleep(args.warmup)
         m0, b0 = self_metrics(f"{base}/metrics"), store_bytes(db)
-        profiler = None
-        if args.profile:
-            spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-            if spy is None:
-                sys.exit("--profile needs py-spy (pip install py-spy)")
-            profiler = subprocess.Popen(
-                [spy, "record", "-p", str(proc.pid), "-d", str(int(args.duration))]
-                + ["-r", "50", "--format", "raw", "-o", args.profile, "--nonblocking"],
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+        profiler = py_spy(proc.pid, args.duration, args.profile) if args.profile else None
         try:
             got = measure(proc.pid, sim_pid, args.duration)
         finally:

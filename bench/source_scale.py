@@ -39,7 +39,6 @@ import os
 import re
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
@@ -56,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from scale import cpu_seconds, free_port, memory_mb, started, wait_for  # noqa: E402
+from scale import cpu_seconds, free_port, memory_mb, py_spy, started, wait_for  # noqa: E402
 
 RECORDING_S = 1800.0  # the recording's length: 360 pages at 5 s
 PLACE = "\x00"  # where a model's name goes in a page's lines
@@ -322,17 +321,7 @@ def run(args: argparse.Namespace, tmp: Path) -> dict[str, float]:
             pids = {"pw": proc.pid, "prom": prom_pid, "exp": exp_pid}
             c0 = {k: cpu_seconds(p) for k, p in pids.items()}
             t0 = time.monotonic()
-            spy = None
-            if args.profile:  # py-spy, raw stacks (as bench/scale.py --profile)
-                exe = shutil.which("py-spy", path=f"{Path(sys.executable).parent}")
-                if exe is None:
-                    sys.exit("--profile needs py-spy (pip install py-spy)")
-                spy = subprocess.Popen(
-                    [exe, "record", "-p", str(proc.pid), "-d", str(int(args.duration))]
-                    + ["-r", "50", "--format", "raw", "-o", args.profile, "--nonblocking"],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
+            spy = py_spy(proc.pid, args.duration, args.profile) if args.profile else None
             time.sleep(args.duration)
             wall = time.monotonic() - t0
             if spy is not None:
