@@ -1,7 +1,8 @@
 """The records of the hint catalog: what a builder reads, what it makes, one entry.
 
-``hints.py`` holds the catalog and its ranking; the builders of a family of hints may
-live in a module of their own (``transfer_hints.py``), built on these records, and join
+``hints.py`` holds the catalog and its ranking; the builders of each family of hints live
+in a module of their own (``prefill_hints``, ``memory_hints``, ``queue_hints``,
+``frontend_hints``, ``transfer_hints``), built on these records and ``hintkit``, and join
 the catalog there.
 """
 

@@ -31,16 +31,12 @@ none shown without a reading for it. The levers of vLLM's NIXL connector (0.32's
 
 from __future__ import annotations
 
-from app.diagnose.classes import DiagnosisClass, SubCause, situation
+from app.diagnose.hintkit import EXPIRED, FAILURES, SLOW
 from app.diagnose.hintspec import Context, HintSpec, Made
 from app.diagnose.records import fmt_value
 from app.windows.transferfacts import TransferFacts
 
 __all__ = ["EXPIRED", "FAILURES", "RDMA_FLOOR_BYTES_S", "SLOW", "TRANSFER_HINTS"]
-
-SLOW = situation(DiagnosisClass.TRANSFER_BOUND, SubCause.SLOW_TRANSFER)
-FAILURES = situation(DiagnosisClass.TRANSFER_BOUND, SubCause.TRANSFER_FAILURES)
-EXPIRED = situation(DiagnosisClass.TRANSFER_BOUND, SubCause.KV_EXPIRED)
 
 # Bytes per second of transfer below which the link is no RDMA link at work: a 25 Gb/s
 # Ethernet link's worth (3.1 GB/s) less protocol overhead. The NICs of P/D deployments
