@@ -44,7 +44,7 @@ import httpx
 from app.config import ScrapeConfig, TargetConfig
 from app.model import PARTIAL_KINDS, ErrorKind, Snapshot, StreamSnapshot
 from app.scrape.admission import StreamAdmission
-from app.scrape.client import ClientPool, FetchResult, fetch, read_file
+from app.scrape.client import ClientPool, FetchResult, TargetClient, fetch, read_file
 from app.scrape.reader import PageReader
 from app.sources.base import Discovery, Outcome, StaticTargets, TargetState
 from app.sources.process import failed_outcome, process
@@ -99,7 +99,7 @@ class ScrapeSource:
         self.rounds = 0
         self._unwritten: list[ScrapeRecord] = []
         self._configs: Sequence[TargetConfig] = ()
-        self._released: list[httpx.AsyncClient] = []
+        self._released: list[TargetClient] = []
         # Cold start: targets fetched by this process, first contacts under way and done
         # (stored with the next round), and the CPU seconds a first contact costs.
         self._contacted: set[str] = set()
