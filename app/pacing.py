@@ -12,10 +12,12 @@ time) but never stalls a round.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
-__all__ = ["BACKGROUND_SHARE", "SLO_SHARE", "Pacer"]
+__all__ = ["BACKGROUND_SHARE", "SLO_SHARE", "Pacer", "pace", "paced"]
 
 # The alert rounds and SLO evaluations: at most half the interpreter while they run.
 BACKGROUND_SHARE = 0.5
@@ -50,3 +52,24 @@ class Pacer:
             if self.share < 1:
                 self._sleep(worked * (1 - self.share) / self.share)
             self._start = self._clock()
+
+
+_local = threading.local()
+
+
+@contextmanager
+def paced(pacer: Pacer) -> Iterator[Pacer]:
+    """Inside the block, :func:`pace` in this thread calls ``pacer``."""
+    before = getattr(_local, "pacer", None)
+    _local.pacer = pacer
+    try:
+        yield pacer
+    finally:
+        _local.pacer = before
+
+
+def pace() -> None:
+    """Call this thread's pacer (:func:`paced`), if it has one."""
+    pacer = getattr(_local, "pacer", None)
+    if pacer is not None:
+        pacer()

@@ -164,6 +164,7 @@ def test_the_pricing_job_keeps_to_its_cpu_share(service: Any) -> None:
         TwinCache(),
         cpu_share=0.05,
         clock=lambda: clock[0],
+        pricing_share=1.0,  # the average is what this test holds the job to
     )
     window = service.evaluator.run(time.time()).streams[0][0]
     effects.effects(window, [("replicas", 2.0)])
@@ -193,3 +194,28 @@ def test_the_pricing_job_exports_its_cost(service: Any) -> None:
     assert value("phasewatch_hint_effects_priced_streams_total") == priced0 + 1
     assert value("phasewatch_hint_effects_cpu_seconds_total") > cpu0
     assert value("phasewatch_hint_effects_queued_streams") == 0
+
+
+def test_a_twin_priced_by_the_job_leaves_the_interpreter_its_share(
+    service: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The job prices inside a pacer (``app.pacing.paced``): the twin's replay calls it
+    between its steps, so a stream's seconds of CPU never hold the scrape loop off."""
+    import app.read.effects as module
+    from app.pacing import Pacer
+    from app.read.effects import TwinEffects
+    from app.read.twincache import TwinCache
+
+    calls = []
+
+    class Counting(Pacer):
+        def __call__(self) -> None:
+            calls.append(self.share)
+
+    monkeypatch.setattr(module, "Pacer", Counting)
+    effects = TwinEffects(service.store.intervals, service.diagnosis_config, TwinCache())
+    window = service.evaluator.run(time.time()).streams[0][0]
+    effects.effects(window, [("replicas", 2.0)])
+    assert effects.work() == 1
+    assert len(calls) > 100, len(calls)  # the replays' steps, each a chance to yield
+    assert set(calls) == {0.25}

@@ -46,3 +46,27 @@ def test_short_work_never_sleeps_and_a_full_share_never_does() -> None:
 def test_share_must_be_a_fraction() -> None:
     with pytest.raises(ValueError):
         Pacer(0.0)
+
+
+def test_pace_calls_the_pacer_of_its_own_thread_only() -> None:
+    """``pace()`` inside ``paced`` calls that pacer; outside, or in another thread,
+    nothing (the twin's loop calls it whoever runs it)."""
+    import threading
+
+    from app.pacing import Pacer, pace, paced
+
+    slept: list[float] = []
+    clock = [0.0]
+    pacer = Pacer(0.25, slice_s=0.01, sleep=slept.append, clock=lambda: clock[0])
+    pace()  # no pacer: nothing
+    with paced(pacer):
+        clock[0] += 0.02
+        other = threading.Thread(target=pace)
+        other.start()
+        other.join()
+        assert slept == [], "another thread's pace() is not this pacer's"
+        pace()
+    assert slept == [0.02 * 0.75 / 0.25]
+    clock[0] += 0.02
+    pace()
+    assert len(slept) == 1, "outside the block: nothing"

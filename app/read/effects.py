@@ -27,12 +27,17 @@ from app.diagnose.config import DiagnosisConfig
 from app.diagnose.effects import Effect, Figure
 from app.evaluate.effects import attach, settings_of
 from app.model import Window
+from app.pacing import Pacer, paced
 from app.read.twincache import Intervals, TwinCache, bucket_end, fitted
 from app.twin.whatif import Calibration, ChangeError, knobs_for, predict_from
 
 Setting = tuple[str, float]
 MAX_QUEUED = 256
 DEFAULT_CPU_SHARE = 0.02
+# While it prices a stream, the job takes at most this share of the interpreter: a twin is
+# seconds of CPU in one go, and a thread that runs that long slows every scrape round
+# (``app.pacing``); ``cpu_share`` bounds its average.
+PRICING_SHARE = 0.25
 
 
 def effect_of(cal: Calibration, setting: Setting, slo_ttft: float, slo_itl: float) -> Effect:
@@ -116,9 +121,12 @@ class TwinEffects:
         cpu_share: float = DEFAULT_CPU_SHARE,
         clock: Callable[[], float] = time.monotonic,
         cpu: Callable[[], float] = time.thread_time,
+        pricing_share: float | None = None,
     ) -> None:
         if not 0 < cpu_share <= 1:
             raise ValueError(f"cpu_share must be in (0, 1], got {cpu_share}")
+        # While pricing: PRICING_SHARE, or more where the average allows more.
+        self.pricing_share = pricing_share or max(PRICING_SHARE, cpu_share)
         self.intervals = intervals
         self.config = config
         self.cache = cache
@@ -163,16 +171,17 @@ class TwinEffects:
                     break
                 (target, model), asked = self._queue.popitem(last=True)
             t0 = self._cpu()
-            stream_effects(
-                self.intervals,
-                target,
-                model,
-                asked.settings,
-                now=asked.end,
-                config=self.config,
-                cache=self.cache,
-                info=asked.info,
-            )
+            with paced(Pacer(self.pricing_share)):
+                stream_effects(
+                    self.intervals,
+                    target,
+                    model,
+                    asked.settings,
+                    now=asked.end,
+                    config=self.config,
+                    cache=self.cache,
+                    info=asked.info,
+                )
             self.spent_s += self._cpu() - t0
             self.priced += 1
             done += 1

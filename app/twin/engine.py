@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass, field
 
 from app.model import Quantile
+from app.pacing import pace
 from app.sim.config import EngineConfig, SimConfig, Slo
 from app.sim.device import get_device
 from app.sim.engine import Replica
@@ -209,6 +210,7 @@ def run(
         replica.advance_to(t)
         waiting.append(float(replica.num_waiting))
         kv_max = max(kv_max, replica.kv_usage)
+        pace()  # a background job's share of the interpreter (app.pacing)
     t50, t99, _ = ttft_quantiles(ttfts.values, twin.frontend, seed, ttft_bounds)
     iq = histogram_quantiles((0.5, 0.99), m.itl.bounds, m.itl.cumulative())
     return Outcome(
