@@ -7,6 +7,7 @@ import signal
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import APIRouter, FastAPI
 from fastapi.exceptions import RequestValidationError
 
@@ -56,6 +57,9 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # Starlette runs every sync dependency in anyio's thread pool; the first call
+        # imports anyio's asyncio backend (~10 ms): paid here, not by the first request.
+        anyio.to_thread.current_default_thread_limiter()
         service = Service(settings)
         app.state.service = service
         reloader = ConfigReloader(service, reload_config, configure_logging=configure_logging)

@@ -241,3 +241,19 @@ def test_sparse_histograms_take_the_same_path_to_the_same_floats() -> None:
             histogram_quantiles(qs, bounds, cumulative_counts(n + 1, buckets))
         )
     assert taken > 15_000
+
+
+def test_the_layout_check_remembered_per_layout_answers_as_the_first_time() -> None:
+    """``_sparse_quantiles`` remembers per layout whether its bounds are finite and
+    increasing; asked again (an equal tuple, a list, a NaN bound) it answers the same."""
+    qs = [0.5, 0.9, 0.99]
+    buckets = {0: 2.0, 2: 5.0, 3: 1.0}
+    for bounds in [(0.1, 0.5, 1.0), (0.5, 0.1, 1.0), (0.1, math.nan, 1.0), (0.1, 0.5, math.inf)]:
+        first = repr(_sparse_quantiles(qs, HistogramDelta(bounds, buckets, 1.0, 8.0)))
+        again = repr(_sparse_quantiles(qs, HistogramDelta(tuple(bounds), buckets, 1.0, 8.0)))
+        listed = HistogramDelta(list(bounds), buckets, 1.0, 8.0)  # type: ignore[arg-type]
+        assert first == again == repr(_sparse_quantiles(qs, listed))
+        if bounds == (0.1, 0.5, 1.0):
+            assert first != "None"
+        else:
+            assert first == "None"

@@ -4,6 +4,7 @@ binary rows, blocks and roll-ups give back every bit."""
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import replace
 
 from app.model import HistogramDelta, IntervalDelta
@@ -17,7 +18,7 @@ from app.store.deltacodec import (
     encode_row,
     shape_of,
 )
-from app.store.rollupcodec import decode_rollup, encode_rollup
+from app.store.rollupcodec import StoredRollup, decode_rollup, encode_rollup
 from app.windows.rollup import Rollup
 
 # encode_delta of DELTA by the codec before the optional signals ("z1" payloads).
@@ -177,3 +178,44 @@ def test_a_rollup_keeps_its_sums_exact() -> None:
     )
     assert back.counters["x"].state() == roll.counters["x"].state()
     assert back.histograms["ttft"].layouts[(0.1, 0.5, 1.0)].exact[3].state() == (0, (6.0,), 0, 0, 0)
+
+
+def test_a_stored_rollups_window_is_the_rollups_window() -> None:
+    """``StoredRollup.window`` reads the row's numbers straight (whole bucket sums as
+    they are written); random minutes — buckets in any order, sums that cancel to 0,
+    fractional buckets, a layout change — give the window of the roll-up, bit for bit."""
+    rng = random.Random(11)
+    layouts_of = [(0.1, 0.5, 1.0), (0.01, 0.1, 1.0, 10.0), (1.0,)]
+    checked = 0
+    for _ in range(300):
+        roll = Rollup(0.0, 60.0)
+        first = rng.choice(layouts_of)
+        for k in range(rng.randint(1, 12)):
+            bounds = first if k < 6 or rng.random() < 0.7 else rng.choice(layouts_of)
+            buckets: dict[int, float] = {}
+            for i in rng.sample(range(len(bounds) + 1), rng.randint(0, len(bounds) + 1)):
+                buckets[i] = rng.choice([0.0, 1.0, 3.0, -1.0, 2.0**40, 0.5, 1 / 3])
+            hd = HistogramDelta(bounds, buckets, rng.random() * 10, float(rng.randint(0, 9)))
+            roll.add(
+                IntervalDelta(
+                    target="t",
+                    model_name="m",
+                    start=k * 5.0,
+                    end=k * 5.0 + 5.0,
+                    histograms={"ttft": hd, "itl": replace(hd, sum=0.1)},
+                    counters={"prompt_tokens": float(rng.randint(0, 5)), "x": rng.random()},
+                    gauges={"running": rng.choice([1.0, 0.25, math.nan])},
+                    missing=("tpot",) if rng.random() < 0.2 else (),
+                )
+            )
+        ids: dict[tuple[float, ...], int] = {}
+        blob = encode_rollup(roll, lambda b, ids=ids: ids.setdefault(b, len(ids)))
+        bounds_of = {v: k for k, v in ids.items()}.__getitem__
+        stored = StoredRollup(blob, start=0.0, end=60.0, bounds_of=bounds_of)
+        want = roll.window(target="t", model_name="m", start=0.0, end=60.0)
+        assert repr(stored.window(target="t", model_name="m", start=0.0, end=60.0)) == repr(want)
+        assert repr(stored.rollup().window(target="t", model_name="m", start=0.0, end=60.0)) == (
+            repr(want)
+        )
+        checked += any(len(h.layouts) > 1 for h in roll.histograms.values())
+    assert checked > 10  # layout changes were among them

@@ -9,10 +9,10 @@ float partial) as that number, any other as ``[int, [partials], +inf, -inf, nan]
 
 Object: ``n`` deltas, ``r`` resets, ``v`` covered seconds, ``t`` the first and last
 delta end, ``h`` histograms (``name: [latest layout, [[layout, deltas, count, sum,
-[index, n, …] whole bucket sums, {index: sum} other bucket sums (left out when none)],
-…]]``), ``c`` counters (``name: sum``) and ``k`` how many deltas carried a counter where
-not all did, ``m`` missing (``name: deltas``), ``g`` gauges (``name: [sum, samples, max,
-first, last]``).
+[index, n, …] whole bucket sums (ascending index, none 0), {index: sum} other bucket
+sums (left out when none)], …]]``), ``c`` counters (``name: sum``) and ``k`` how many
+deltas carried a counter where not all did, ``m`` missing (``name: deltas``), ``g``
+gauges (``name: [sum, samples, max, first, last]``).
 """
 
 from __future__ import annotations
@@ -171,11 +171,9 @@ def _rollup(
 
 def _value(v: Any) -> float:
     """The rounded value of an exact sum as :func:`_exact` wrote it (``ExactSum.value``)."""
-    if isinstance(v, int):
-        return float(v)
-    if isinstance(v, float):
-        return v
-    return _exact_of(v).value()
+    if type(v) is list:
+        return _exact_of(v).value()
+    return float(v)  # an int (exact below 2**53) or a float
 
 
 class StoredRollup:
@@ -232,11 +230,21 @@ class StoredRollup:
         for name, (latest, layouts) in obj["h"].items():
             skipped = skipped or len(layouts) > 1
             for lid, _, count, total, whole, *other in layouts:
-                if lid == latest:
+                if lid != latest:
+                    continue
+                if other:
                     histograms[name] = histogram_result(
                         bounds_of(lid),
                         dict(zip(whole[::2], whole[1::2], strict=True)),
-                        {int(i): _exact_of(v) for i, v in other[0].items()} if other else {},
+                        {int(i): _exact_of(v) for i, v in other[0].items()},
+                        _value(total),
+                        _value(count),
+                    )
+                else:  # whole sums only, written ascending and none 0: the buckets as they are
+                    pairs = iter(whole)
+                    histograms[name] = HistogramDelta(
+                        bounds_of(lid),
+                        {i: float(n) for i, n in zip(pairs, pairs, strict=True)},
                         _value(total),
                         _value(count),
                     )

@@ -29,9 +29,10 @@ All of it runs under the store's lock, inside the caller's transaction where it 
 
 from __future__ import annotations
 
+import itertools
 import math
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from app.model import IntervalDelta
 from app.store.codec import decode_delta
@@ -186,19 +187,26 @@ class Rollups:
 
     def stored_parts(
         self, sid: int, start: float, end: float, res: float
-    ) -> tuple[list[StoredRollup], float]:
+    ) -> tuple[Iterator[StoredRollup], float]:
         """The stored roll-ups covering ``(start, end]`` up to the mark — whole ``res``
         spans where written (hours: up to the last closed one), minutes after — and where
-        the deltas not rolled up yet take over (``start`` when nothing is rolled up)."""
+        the deltas not rolled up yet take over (``start`` when nothing is rolled up).
+
+        The rows are read at once, each made a :class:`StoredRollup` only when the
+        iterator reaches it: a parsed roll-up is dropped with the window that read it,
+        not held to the end of the range (a day of minutes held parsed made the garbage
+        collector walk every object of the process once, ~0.1 s)."""
         mark = self.marks.get(sid)
         rolled = -math.inf if mark is None else min(end, mark)
         if rolled <= start:
-            return [], start
+            return iter(()), start
         cut = max(start, math.floor(rolled / HOUR) * HOUR) if res == HOUR else start
         hours = self.rollup_rows(sid, HOUR, start, cut) if res == HOUR else []
         minutes = self.rollup_rows(sid, MINUTE, cut, rolled)
-        parts = [self.stored(row, HOUR) for row in hours]
-        parts += [self.stored(row, MINUTE) for row in minutes]
+        parts = itertools.chain(
+            (self.stored(row, HOUR) for row in hours),
+            (self.stored(row, MINUTE) for row in minutes),
+        )
         return parts, rolled
 
     def first_rolled_end(self, sid: int) -> float | None:
