@@ -67,3 +67,19 @@ def test_a_few_new_targets_are_fetched_by_the_round_itself(tmp_path: Path) -> No
         store.close()
 
     asyncio.run(run())
+
+
+def test_a_removed_target_is_forgotten_and_its_name_back_is_a_first_contact(
+    tmp_path: Path,
+) -> None:
+    async def run() -> None:
+        src, store = _source(tmp_path, 3, interval=5.0)
+        await src.read_round(time.time())
+        assert src._contacted == {"t000", "t001", "t002"}
+        kept = [t for t in src.states.values() if t.config.name != "t001"]
+        src.reconfigure(src.scrape, [t.config for t in kept])
+        await src.read_round(time.time())
+        assert src._contacted == {"t000", "t002"}, "churn leaves no names behind"
+        store.close()
+
+    asyncio.run(run())

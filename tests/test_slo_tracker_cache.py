@@ -181,3 +181,20 @@ def test_a_background_refresh_serves_the_last_evaluation_meanwhile() -> None:
     fresh = inputs.instances(961.0, source.streams(), {})
     assert fresh is not first and fresh  # the refreshed evaluation, at 960
     assert inputs._last is not None and inputs._last[0] == 960.0
+
+
+def test_a_stream_whose_counts_aged_out_leaves_no_entry_behind() -> None:
+    source = _source(5, 2 * 3600.0)
+    cache = CountCache(source, SPEC)
+    stream = ("a", "m")
+    windows = [w for _, w in BURN_WINDOWS]
+    end = 2 * 3600.0
+    cache.begin()
+    cache.range(stream, end - 3600.0, end, closed_until=end - 10.0)
+    cache.prune(end, 86400.0, windows=windows)
+    assert stream in cache.chunks or stream in cache.hours, "held while it counts"
+    later = end + 3 * 86400.0  # a removed target's counts, past what is kept
+    cache.begin()
+    cache.prune(later, 86400.0, windows=windows)
+    books = (cache.chunks, cache.hours, cache.days, cache.open_minutes)
+    assert all(stream not in book for book in books)

@@ -457,6 +457,11 @@ class CountCache:
         for minutes in self.open_minutes.values():
             for m in [m for m in minutes if m < oldest_minute]:
                 del minutes[m]
+        # A stream left with nothing (a removed target once its counts aged out) keeps no
+        # entry: churn would add one per replaced pod for the life of the process.
+        for book in (self.chunks, self.hours, self.days, self.open_minutes):
+            for stream in [s for s, held in book.items() if not held]:
+                del book[stream]
 
 
 def _total(counts: Iterable[SloCounts]) -> SloCounts:

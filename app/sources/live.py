@@ -173,6 +173,7 @@ class ScrapeSource:
             log.info("targets: %d added, %d removed, %d now", added, len(gone), len(states))
         for name in gone:
             self.admission.forget(name)
+            self._contacted.discard(name)  # a name that comes back is a first contact again
             client = self.clients.release(name)
             if client is not None:
                 self._released.append(client)
