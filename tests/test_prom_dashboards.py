@@ -85,6 +85,25 @@ def test_dashboard_is_importable_as_is() -> None:
     assert "vector($ttft_slo)" in text and "vector($itl_slo)" in text
 
 
+def test_the_class_timeline_names_every_class_of_the_vocabulary() -> None:
+    """The timeline panel codes each class as a number and maps it back to its name: every
+    class of ``app.diagnose.classes`` has its code in the query and its name in the map."""
+    from app.diagnose.classes import DiagnosisClass
+
+    (panel,) = [p for p in _dashboard()["panels"] if "phasewatch_diagnosis{class=" in str(p)]
+    expr = panel["targets"][0]["expr"]
+    (mapping,) = panel["fieldConfig"]["defaults"]["mappings"]
+    named = {int(k): v["text"] for k, v in mapping["options"].items()}
+    for cls in DiagnosisClass:
+        code = [k for k, v in named.items() if v == cls.value]
+        assert code, f"{cls.value} has no name in the timeline's value map"
+        assert (
+            f'{code[0]} * sum by (target, model_name) (phasewatch_diagnosis{{class="{cls.value}"'
+            in expr
+            or (code[0] == 0 and f'(phasewatch_diagnosis{{class="{cls.value}"' in expr)
+        ), cls.value
+
+
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("dash")
