@@ -444,15 +444,7 @@ class Service:
             coalesce=True,
             misfire_grace_time=max(1, int(interval)),
         )
-        self.scheduler.add_job(
-            self.stream_metrics_job,
-            "interval",
-            seconds=self.settings.window.step,
-            id="stream_metrics",
-            max_instances=1,
-            coalesce=True,
-        )
-        self.scheduler.add_job(
+        self.scheduler.add_job(  # at start-up too: a store left over its limit
             self.retention_job,
             "interval",
             seconds=RETENTION_EVERY_S,
@@ -461,30 +453,16 @@ class Service:
             max_instances=1,
             coalesce=True,
         )
-        self.scheduler.add_job(
-            self.rollup_job,
-            "interval",
-            seconds=ROLLUP_EVERY_S,
-            id="rollups",
-            max_instances=1,
-            coalesce=True,
-        )
-        self.scheduler.add_job(
-            self.heap_job,
-            "interval",
-            seconds=HEAP_TRIM_EVERY_S,
-            id="heap_trim",
-            max_instances=1,
-            coalesce=True,
-        )
+        background = [
+            (self.stream_metrics_job, self.settings.window.step, "stream_metrics"),
+            (self.rollup_job, ROLLUP_EVERY_S, "rollups"),
+            (self.heap_job, HEAP_TRIM_EVERY_S, "heap_trim"),
+        ]
         if self.effects is not None:
+            background.append((self.effects_job, EFFECTS_EVERY_S, "hint_effects"))
+        for job, seconds, job_id in background:
             self.scheduler.add_job(
-                self.effects_job,
-                "interval",
-                seconds=EFFECTS_EVERY_S,
-                id="hint_effects",
-                max_instances=1,
-                coalesce=True,
+                job, "interval", seconds=seconds, id=job_id, max_instances=1, coalesce=True
             )
         self.alerting.schedule(self.scheduler)
         self.scheduler.start()
