@@ -12,6 +12,10 @@ from then on every delta the store commits is added, and deltas
 older than ``keep_s`` before the stream's newest are dropped (``after`` moves up to the
 last one dropped). A stream nobody reads recently is not held at all.
 
+**How.** Packed (:mod:`app.store.deltapack`): as the objects the scrape built they were
+6.5 kB a delta, some 100 MB at 1,000 streams; packed, 1.5 kB. A read unpacks what it
+returns (12–18 µs a delta), so every read gets new objects.
+
 Pure: no I/O; the store calls it under its own lock.
 """
 
@@ -22,6 +26,7 @@ import math
 from collections.abc import Iterable, Sequence
 
 from app.model import IntervalDelta
+from app.store.deltapack import PackedDelta, pack, unpack
 
 __all__ = ["RecentDeltas"]
 
@@ -29,27 +34,49 @@ Stream = tuple[str, str]
 
 
 class _Held:
-    __slots__ = ("after", "deltas", "ends")
+    """One stream's held deltas, packed (:mod:`app.store.deltapack`), and their ends."""
 
-    def __init__(self, after: float, deltas: Sequence[IntervalDelta]) -> None:
+    __slots__ = ("after", "ends", "packed", "stream")
+
+    def __init__(self, stream: Stream, after: float, deltas: Sequence[IntervalDelta]) -> None:
+        self.stream = stream
         self.after = after
-        self.deltas = list(deltas)
-        self.ends = [d.end for d in self.deltas]
+        self.ends: list[float] = []
+        self.packed: list[PackedDelta | IntervalDelta] = []
+        for d in deltas:
+            self.ends.append(d.end)
+            self.packed.append(self._pack(d))
+
+    def _pack(self, d: IntervalDelta) -> PackedDelta | IntervalDelta:
+        """``d`` packed, sharing the layout of the newest packed delta when it is the same."""
+        last = self.packed[-1] if self.packed else None
+        return pack(d, last.layout if isinstance(last, PackedDelta) else None)
 
     def put(self, d: IntervalDelta) -> None:
         """Add ``d``, replacing a delta with the same end (as the store replaces it)."""
         if d.end <= self.after:
             return
+        p = self._pack(d)
         if not self.ends or d.end > self.ends[-1]:
             self.ends.append(d.end)
-            self.deltas.append(d)
+            self.packed.append(p)
             return
         i = bisect.bisect_left(self.ends, d.end)
         if i < len(self.ends) and self.ends[i] == d.end:
-            self.deltas[i] = d
+            self.packed[i] = p
         else:
             self.ends.insert(i, d.end)
-            self.deltas.insert(i, d)
+            self.packed.insert(i, p)
+
+    def between(self, start: float, end: float) -> list[IntervalDelta]:
+        """The held deltas ending in ``(start, end]``, unpacked, oldest first."""
+        lo = bisect.bisect_right(self.ends, start)
+        hi = bisect.bisect_right(self.ends, end)
+        target, model_name = self.stream
+        return [
+            unpack(p, target, model_name, at)
+            for at, p in zip(self.ends[lo:hi], self.packed[lo:hi], strict=True)
+        ]
 
     def trim(self, keep_s: float) -> None:
         if not self.ends:
@@ -57,7 +84,7 @@ class _Held:
         cut = bisect.bisect_left(self.ends, self.ends[-1] - keep_s)
         if cut:
             self.after = self.ends[cut - 1]
-            del self.ends[:cut], self.deltas[:cut]
+            del self.ends[:cut], self.packed[:cut]
 
 
 class RecentDeltas:
@@ -78,9 +105,7 @@ class RecentDeltas:
             self.misses += 1
             return None
         self.hits += 1
-        lo = bisect.bisect_right(held.ends, start)
-        hi = bisect.bisect_right(held.ends, end)
-        return held.deltas[lo:hi]
+        return held.between(start, end)
 
     def fill(
         self, stream: Stream, start: float, end: float, deltas: Sequence[IntervalDelta]
@@ -96,7 +121,7 @@ class RecentDeltas:
         held = self._held.get(stream)
         if held is not None and start >= held.after:
             return  # already held
-        fresh = self._held[stream] = _Held(start, deltas)
+        fresh = self._held[stream] = _Held(stream, start, deltas)
         fresh.trim(self.keep_s)
 
     def add(self, deltas: Iterable[IntervalDelta]) -> None:
@@ -130,4 +155,4 @@ class RecentDeltas:
         return len(self._held.keys() | self._newest.keys())
 
     def __len__(self) -> int:
-        return sum(len(h.deltas) for h in self._held.values())
+        return sum(len(h.ends) for h in self._held.values())
