@@ -24,6 +24,7 @@ class SelfMetrics:
     reload_at: Gauge
     effects_cpu: Counter
     effects_priced: Counter
+    effects_failed: Counter
     effects_queued: Gauge
 
 
@@ -99,6 +100,11 @@ def build_self_metrics() -> SelfMetrics:
         effects_priced=Counter(
             "phasewatch_hint_effects_priced_streams",
             "Streams whose hints the job has priced on the twin.",
+            registry=reg,
+        ),
+        effects_failed=Counter(
+            "phasewatch_hint_effects_failed_streams",
+            "Streams priced whose twin could not be fitted (no effect, only its error).",
             registry=reg,
         ),
         effects_queued=Gauge(

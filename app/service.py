@@ -472,12 +472,13 @@ class Service:
         effects, m = self.effects, self.metrics
         if effects is None:
             return
-        spent, priced = effects.spent_s, effects.priced
+        spent, priced, failed = effects.spent_s, effects.priced, effects.failed
         try:
             effects.work()
         finally:
             m.effects_cpu.inc(max(0.0, effects.spent_s - spent))
             m.effects_priced.inc(effects.priced - priced)
+            m.effects_failed.inc(effects.failed - failed)
             m.effects_queued.set(effects.queued)
 
     async def stop(self) -> None:

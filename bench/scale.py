@@ -181,6 +181,7 @@ def self_metrics(url: str) -> dict[str, object]:
                 "phasewatch_scrape_round_duration_seconds_sum",
                 "phasewatch_hint_effects_cpu_seconds_total",
                 "phasewatch_hint_effects_priced_streams_total",
+                "phasewatch_hint_effects_failed_streams_total",
                 "phasewatch_hint_effects_queued_streams",
             ):
                 out[s.name] = s.value
@@ -322,6 +323,7 @@ def run_phasewatch(
         # The hints' pricing job's own CPU (its thread's time), of the wall measured.
         "effects_cpu": delta("phasewatch_hint_effects_cpu_seconds_total") / got["wall"],
         "effects_priced": delta("phasewatch_hint_effects_priced_streams_total"),
+        "effects_failed": delta("phasewatch_hint_effects_failed_streams_total"),
         "effects_queued": float(m1.get("phasewatch_hint_effects_queued_streams", 0.0)),  # type: ignore[arg-type]
     }
 
@@ -454,6 +456,7 @@ def main() -> int:
     if args.hint_effects == "on":
         print(f"hint_effects_cpu_core_fraction: {pw['effects_cpu']:.4f}")
         print(f"hint_effects_priced_streams: {pw['effects_priced']:.0f}")
+        print(f"hint_effects_failed_streams: {pw['effects_failed']:.0f} (no twin fitted)")
         print(f"hint_effects_queued_streams_end: {pw['effects_queued']:.0f}")
     met = (
         missed == 0

@@ -194,6 +194,9 @@ def test_the_pricing_job_exports_its_cost(service: Any) -> None:
     assert value("phasewatch_hint_effects_priced_streams_total") == priced0 + 1
     assert value("phasewatch_hint_effects_cpu_seconds_total") > cpu0
     assert value("phasewatch_hint_effects_queued_streams") == 0
+    # The overloaded replica's twin fits: nothing counted as failed.
+    assert value("phasewatch_hint_effects_failed_streams_total") == 0
+    assert service.effects.failed == 0
 
 
 def test_a_twin_priced_by_the_job_leaves_the_interpreter_its_share(
@@ -219,3 +222,18 @@ def test_a_twin_priced_by_the_job_leaves_the_interpreter_its_share(
     assert effects.work() == 1
     assert len(calls) > 100, len(calls)  # the replays' steps, each a chance to yield
     assert set(calls) == {0.25}
+
+
+def test_a_stream_whose_twin_cannot_be_fitted_counts_as_failed(service: Any) -> None:
+    """Priced, but with nothing to fit the twin on: every effect carries its error and the
+    job counts the stream as failed (what ``bench/scale.py`` prints beside the priced)."""
+    from app.read.effects import TwinEffects
+    from app.read.twincache import TwinCache
+
+    effects = TwinEffects(
+        lambda *args, **kwargs: [], service.diagnosis_config, TwinCache(), pricing_share=1.0
+    )
+    window = service.evaluator.run(time.time()).streams[0][0]
+    effects.effects(window, [("replicas", 2.0)])
+    assert effects.work() == 1
+    assert effects.priced == 1 and effects.failed == 1

@@ -136,6 +136,7 @@ class TwinEffects:
         self._since = clock()
         self.spent_s = 0.0
         self.priced = 0
+        self.failed = 0  # priced streams whose twin could say nothing (every effect an error)
         self._queue: OrderedDict[tuple[str, str], _Asked] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -172,7 +173,7 @@ class TwinEffects:
                 (target, model), asked = self._queue.popitem(last=True)
             t0 = self._cpu()
             with paced(Pacer(self.pricing_share)):
-                stream_effects(
+                found = stream_effects(
                     self.intervals,
                     target,
                     model,
@@ -184,6 +185,7 @@ class TwinEffects:
                 )
             self.spent_s += self._cpu() - t0
             self.priced += 1
+            self.failed += bool(found) and all(e.error is not None for e in found.values())
             done += 1
         return done
 
