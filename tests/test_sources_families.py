@@ -135,6 +135,7 @@ def test_answers_of_one_family_in_parts_and_spellings_make_one_page() -> None:
         ]
     )
     pages.add([Series({"__name__": "vllm:num_requests_waiting", **labels}, [(1.0, 5.0)])])
-    assert sorted(pages.pages["a"]) == [1.0, 2.0]
-    page = {s.name: s.value for s in pages.pages["a"][1.0]}
+    built = dict(pages.drain())
+    assert sorted(built["a"]) == [1.0, 2.0]
+    page = {s.name: s.value for s in built["a"][1.0]}
     assert page == {"vllm:num_requests_running": 1.0, "vllm:num_requests_waiting": 5.0}

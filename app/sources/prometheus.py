@@ -267,25 +267,18 @@ class PrometheusSource:
     async def stepped(self, expr: str, start: float, end: float, step: float) -> list[Series]:
         """``query_range`` in requests of at most ``MAX_STEPS`` points, series merged
         (one request's answer holds each series once: it is taken as it is)."""
+        chunks = _chunks(start, end, step)
         parts: list[Series] = []
-        t = start
-        requests = 0
-        while t <= end:
-            chunk_end = min(end, t + (MAX_STEPS - 1) * step)
-            parts += await self.api.query_range(expr, t, chunk_end, step)
-            t = t + MAX_STEPS * step
-            requests += 1
-        return parts if requests == 1 else _merge(parts)
+        for lo, hi in chunks:
+            parts += await self.api.query_range(expr, lo, hi, step)
+        return parts if len(chunks) == 1 else _merge(parts)
 
     async def stepped_result(self, expr: str, start: float, end: float, step: float) -> list[Any]:
         """:meth:`stepped`'s answers as the API's JSON gives them, one after the other (a
         series in several requests is several items: ``PageSet`` joins them)."""
         parts: list[Any] = []
-        t = start
-        while t <= end:
-            chunk_end = min(end, t + (MAX_STEPS - 1) * step)
-            parts += await self.api.query_range_result(expr, t, chunk_end, step)
-            t = t + MAX_STEPS * step
+        for lo, hi in _chunks(start, end, step):
+            parts += await self.api.query_range_result(expr, lo, hi, step)
         return parts
 
     async def raw(self, expr: str, start: float, end: float) -> list[Series]:
@@ -340,6 +333,16 @@ def _paused(consume: Callable[[list[T]], None]) -> Callable[[list[T]], None]:
             consume(answer)
 
     return run
+
+
+def _chunks(start: float, end: float, step: float) -> list[tuple[float, float]]:
+    """``[start, end]`` as the spans of ``query_range`` requests of ``MAX_STEPS`` points."""
+    out = []
+    t = start
+    while t <= end:
+        out.append((t, min(end, t + (MAX_STEPS - 1) * step)))
+        t = t + MAX_STEPS * step
+    return out
 
 
 def _grid(start: float, end: float, step: float) -> list[float]:

@@ -132,11 +132,6 @@ class PageSet:
         order added (the answers come family by family, in the same order)."""
         return {t: len(held) for t, held in self.held.items()}
 
-    @property
-    def pages(self) -> Pages:
-        """Every target's pages (:meth:`drain` builds them one target at a time)."""
-        return {t: _pages_of(held) for t, held in self.held.items()}
-
     def drain(self) -> Iterator[tuple[str, dict[float, list[Sample]]]]:
         """Each target's pages, its series let go once they are built."""
         while self.held:
