@@ -111,6 +111,41 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, ensure_ascii=False).translate(_JSON_ESCAPES)
 
 
+# APScheduler's loggers that say a job's run was skipped or late (its scheduler, its
+# executors).
+SCHEDULER_LOGGERS = ("apscheduler.scheduler", "apscheduler.executors.default")
+
+
+class QuietJobOverlaps(logging.Filter):
+    """Drop APScheduler's "skipped: maximum number of running instances" and "was missed
+    by" warnings for the jobs named: jobs that run again on their next tick, whose late or
+    skipped run loses nothing (an outbox sent every second, a memory trim), and that at
+    1,000 targets would log several times a minute while a scrape round holds the loop.
+    Jobs not named keep their warnings (the scrape rounds also count theirs:
+    ``phasewatch_scrape_rounds_missed_total``)."""
+
+    def __init__(self, job_ids: Iterable[str]) -> None:
+        super().__init__()
+        self.job_ids = frozenset(job_ids)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        job = args[0] if isinstance(args, tuple) and args else None
+        return getattr(job, "id", None) not in self.job_ids
+
+
+def quiet_job_overlaps(job_ids: Iterable[str]) -> QuietJobOverlaps:
+    """Install :class:`QuietJobOverlaps` for ``job_ids`` on APScheduler's loggers (once
+    per process: a later call replaces the earlier filter); return it."""
+    quiet = QuietJobOverlaps(job_ids)
+    for name in SCHEDULER_LOGGERS:
+        logger = logging.getLogger(name)
+        for old in [f for f in logger.filters if isinstance(f, QuietJobOverlaps)]:
+            logger.removeFilter(old)
+        logger.addFilter(quiet)
+    return quiet
+
+
 def setup_logging(
     level: str, *, json_lines: bool, secrets: Iterable[str] = (), stream: TextIO | None = None
 ) -> None:

@@ -24,7 +24,7 @@ from typing import Any
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
 from app.alerts.outbox import ReceiverHealth
-from app.alerts.runtime import Alerting
+from app.alerts.runtime import OUTBOX_JOB_ID, Alerting
 from app.alerts.state import Evaluation
 from app.config import Settings
 from app.diagnose import Diagnosis
@@ -33,6 +33,7 @@ from app.evaluate.settings import diagnosis_config
 from app.fleet.slo import attainment
 from app.fleet.tracker import SloStatus
 from app.heap import limit_arenas, trim
+from app.logs import quiet_job_overlaps
 from app.model import Window
 from app.pacing import BACKGROUND_SHARE, Pacer
 from app.probemetrics import build_probe_metrics
@@ -78,6 +79,8 @@ GAP_INTERVALS = 1.5
 # The C heap's free pages are given back this often (app.heap: held free memory grew by
 # ~100 MB in minutes at 1,000 targets; a trim there takes 3 ms, at most 23, in a worker).
 HEAP_TRIM_EVERY_S = 5.0
+# At a stop, the SLO refresh thread is waited for this long before the store closes.
+SLO_STOP_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -465,6 +468,8 @@ class Service:
                 job, "interval", seconds=seconds, id=job_id, max_instances=1, coalesce=True
             )
         self.alerting.schedule(self.scheduler)
+        # Their next tick does the work of a skipped one: no warning when they overlap.
+        quiet_job_overlaps([job_id for _, _, job_id in background] + [OUTBOX_JOB_ID])
         self.scheduler.start()
 
     def effects_job(self) -> None:
@@ -491,6 +496,11 @@ class Service:
             await self.scrape_clients.aclose()
         await self.source.aclose()
         await self.alerting.aclose()
+        # The SLO refresh reads the store in a thread of its own: it ends first.
+        if not await asyncio.to_thread(self.evaluator.slos.stop, SLO_STOP_TIMEOUT_S):
+            log.warning(
+                "the SLO refresh did not end within %g s; closing the store", SLO_STOP_TIMEOUT_S
+            )
         self.store.close()
 
 

@@ -32,7 +32,9 @@ connections and stream ids built while the rounds run); ``--noisy`` keeps one co
 with another process the whole run (a neighbour on the host: the margin);
 ``--hint-effects off`` runs without the hints' predicted effects (``whatif.hint_effects``;
 compare the two side by side for its cost; with the default ``healthy`` scenario no
-stream has a hint to price, so give a problem ``--scenario``).
+stream has a hint to price, so give a problem ``--scenario``; with it on, the headroom of
+8 targets spread over the fleet is asked at the end, and stderr says why a twin was not
+fitted).
 
     python bench/scale.py --targets 1000 --duration 300 [--interval 5] [--peer]
         [--warmup S] [--noisy] [--hint-effects on|off] [--scenario NAME]
@@ -282,6 +284,8 @@ def run_phasewatch(
         streams = stream_count(db)
         if proc.poll() is not None:
             sys.exit(f"phasewatch exited:\n{log.read_text()[-3000:]}")
+        if args.hint_effects == "on":
+            why_no_twin(base, args.targets)
     lines = log.read_text().splitlines()
     warnings = [line for line in lines if "WARNING" in line or "ERROR" in line]
     for i, line in enumerate(lines):  # an error's traceback, whole
@@ -326,6 +330,21 @@ def run_phasewatch(
         "effects_failed": delta("phasewatch_hint_effects_failed_streams_total"),
         "effects_queued": float(m1.get("phasewatch_hint_effects_queued_streams", 0.0)),  # type: ignore[arg-type]
     }
+
+
+def why_no_twin(base: str, targets: int, sample: int = 8) -> None:
+    """On stderr, after the measured time: why the twins of a few targets spread over the
+    fleet could not be fitted (their headroom answers' ``error``; the pricing job shares
+    their twin, so a twin it fitted or failed in this 5-minute bucket is answered from the
+    cache)."""
+    reasons: dict[str, int] = {}
+    for i in range(0, targets, max(1, targets // sample)):
+        resp = httpx.get(f"{base}/api/v1/targets/replica-{i:04d}/headroom", timeout=120)
+        answer = resp.json() if resp.status_code == 200 else {"error": resp.text}
+        why = str(answer.get("error") or "fitted")[:160]
+        reasons[why] = reasons.get(why, 0) + 1
+    for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        print(f"twin of sampled targets: {n} x {why}", file=sys.stderr)
 
 
 def run_prometheus(

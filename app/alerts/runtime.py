@@ -31,10 +31,12 @@ from app.store.sqlite import Store
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Alerting"]
+__all__ = ["OUTBOX_JOB_ID", "Alerting"]
 
 # The first evaluation waits this long after start-up so the first scrape is stored.
 FIRST_EVALUATION_DELAY_S = 2.0
+# The scheduler's id of the job that sends the outbox (every ``alerts.send_interval``).
+OUTBOX_JOB_ID = "outbox"
 
 
 class Alerting:
@@ -187,7 +189,7 @@ class Alerting:
             self.send_job,
             "interval",
             seconds=cfg.send_interval,
-            id="outbox",
+            id=OUTBOX_JOB_ID,
             next_run_time=now,
             max_instances=1,
             coalesce=True,

@@ -172,6 +172,7 @@ class SloInputs:
         # on with the last one, so a minute's burn rates never hold up a round or a scrape.
         self.background = background
         self._refresh: threading.Thread | None = None
+        self._stopping = threading.Event()
         self.config = config
         # Burn windows are minutes to days long: evaluating them every ``refresh_s`` (not
         # every alert round) costs a fraction and moves a burn rate by little.
@@ -208,6 +209,16 @@ class SloInputs:
             return last[1]
         return self._evaluate(end, streams, labels_of, closed_until)
 
+    def stop(self, timeout: float) -> bool:
+        """Let a background refresh end between two fleets and wait for it (at most
+        ``timeout`` seconds), before the source it reads is closed; whether it ended."""
+        self._stopping.set()
+        refresh = self._refresh
+        if refresh is not None:
+            refresh.join(timeout)
+            return not refresh.is_alive()
+        return True
+
     def _evaluate(
         self,
         end: float,
@@ -222,6 +233,8 @@ class SloInputs:
         out = []
         pace = Pacer(share)
         for st in statuses:
+            if self._stopping.is_set():  # the service is stopping: its store closes next
+                return out
             pace()
             view = fleet_view(
                 self.source,
