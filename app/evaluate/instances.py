@@ -230,7 +230,7 @@ class SloInputs:
         statuses = self.tracker.evaluate(
             end, streams, labels_of, closed_until=closed_until, share=share
         )
-        out = []
+        out: list[Instance] = []
         pace = Pacer(share)
         for st in statuses:
             if self._stopping.is_set():  # the service is stopping: its store closes next
