@@ -214,20 +214,11 @@ def _change(pair: dict[str, Any]) -> str:
     return text
 
 
-def _frac(oks: list[bool]) -> str:
-    if not oks:
-        return ""
-    if len(oks) == 1:
-        return "ok" if oks[0] else "NO"
-    return f"{sum(oks)}/{len(oks)}"
-
-
-def _hits(hits: list[bool]) -> str:
-    if not hits:
-        return ""
-    if len(hits) == 1:
-        return "y" if hits[0] else "n"
-    return f"{sum(hits)}/{len(hits)}"
+def _tally(flags: list[bool], yes: str, no: str) -> str:
+    """``yes``/``no`` for one run, ``k/n`` for several, empty for none."""
+    if len(flags) == 1:
+        return yes if flags[0] else no
+    return f"{sum(flags)}/{len(flags)}" if flags else ""
 
 
 def main() -> int:
@@ -354,7 +345,7 @@ def main() -> int:
                 f"{'n/a' if err is None else f'{err:.0%}':>5} "
                 f"{'n/a' if ratio is None else f'{ratio:.2f}':>5} "
                 f"{'n/a' if effect is None else f'{effect:.2f}':>6} "
-                f"{_frac(oks):>4} {_hits(hits):>4} "
+                f"{_tally(oks, 'ok', 'NO'):>4} {_tally(hits, 'y', 'n'):>4} "
                 f"{'n/a' if rep is None else f'{rep:.0%}':>6}"
             )
         lines = [f"{pair['pair']}:"]
