@@ -10,8 +10,12 @@ and the incident exports call it.
 evaluation round only reads what is cached and queues the rest; :meth:`TwinEffects.work`,
 a scheduled job of its own, prices the queue under a CPU budget (``cpu_share`` of one
 core on average: a twin costs seconds of CPU, and at 1,000 targets the scrape rounds
-come first). A stream queued twice is priced once; the queue keeps the newest
-:data:`MAX_QUEUED` streams.
+come first). A stream queued twice is priced once. The job cannot price every problem
+stream of a large fleet every 5 minutes (a twin is 0.5–2 s of CPU: 1,000 streams would
+need several cores), so it prices the worst first: the stream whose TTFT or ITL p99 is
+furthest over its SLO (:func:`urgency` — the streams an on-call engineer is paged for),
+the newest among equals; past twice :data:`MAX_QUEUED` streams the queue is cut back to
+the :data:`MAX_QUEUED` most urgent.
 """
 
 from __future__ import annotations
@@ -102,11 +106,24 @@ def _key(
     return ("effect", target, model, bucket_end(now), server, slo.ttft_p99, slo.itl_p99, s)
 
 
+def urgency(window: Window, config: DiagnosisConfig) -> float:
+    """How far the window's worst p99 is over its SLO, as a multiple of it (TTFT p99 39 s
+    under a 2 s SLO: 19.5); 0 where neither p99 is known."""
+    slo = config.slo_for(window.target, window.model_name)
+    worst = 0.0
+    for signal, limit in (("ttft", slo.ttft_p99), ("itl", slo.itl_p99)):
+        q = window.quantiles.get(signal, {}).get("p99")
+        if q is not None and q.value is not None and limit > 0:
+            worst = max(worst, q.value / limit)
+    return worst
+
+
 @dataclass(frozen=True, slots=True)
 class _Asked:
     end: float
     settings: tuple[Setting, ...]
     info: Mapping[str, str]
+    urgency: float = 0.0
 
 
 class TwinEffects:
@@ -145,14 +162,34 @@ class TwinEffects:
         found = cached_effects(self.cache, self.config, target, model, window.end, settings)
         missing = [s for s in settings if s not in found]
         if missing:
+            asked = _Asked(
+                window.end, tuple(settings), dict(window.info or {}), urgency(window, self.config)
+            )
             with self._lock:
                 self._queue.pop((target, model), None)
-                self._queue[(target, model)] = _Asked(
-                    window.end, tuple(settings), dict(window.info or {})
-                )
-                while len(self._queue) > MAX_QUEUED:
-                    self._queue.popitem(last=False)
+                self._queue[(target, model)] = asked
+                if len(self._queue) > 2 * MAX_QUEUED:  # trimmed in batches: O(log n) a stream
+                    self._trim()
         return found
+
+    def _trim(self) -> None:
+        """Keep the :data:`MAX_QUEUED` most urgent (the newest among equals), in order."""
+        ranked = sorted(enumerate(self._queue.items()), key=lambda e: (e[1][1].urgency, e[0]))
+        keep = {key for _, (key, _) in ranked[-MAX_QUEUED:]}
+        for key in [k for k in self._queue if k not in keep]:
+            del self._queue[key]
+
+    def _next(self) -> tuple[tuple[str, str], _Asked] | None:
+        """Take the most urgent queued stream (the newest among equals)."""
+        if not self._queue:
+            return None
+        best: tuple[str, str] | None = None
+        top = -1.0
+        for key, asked in self._queue.items():  # later entries win ties
+            if asked.urgency >= top:
+                best, top = key, asked.urgency
+        assert best is not None
+        return best, self._queue.pop(best)
 
     @property
     def queued(self) -> int:
@@ -163,14 +200,15 @@ class TwinEffects:
         return self.spent_s <= self.cpu_share * (self._clock() - self._since)
 
     def work(self) -> int:
-        """Price queued streams, newest first, while the CPU budget allows; the number
-        priced."""
+        """Price queued streams, the most urgent first, while the CPU budget allows; the
+        number priced."""
         done = 0
         while self.within_budget():
             with self._lock:
-                if not self._queue:
-                    break
-                (target, model), asked = self._queue.popitem(last=True)
+                picked = self._next()
+            if picked is None:
+                break
+            (target, model), asked = picked
             t0 = self._cpu()
             with paced(Pacer(self.pricing_share)):
                 found = stream_effects(
