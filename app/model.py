@@ -235,7 +235,9 @@ class IntervalDelta:
     ``start``/``end`` are the scrape times. ``gauges`` are the values at ``end``.
     ``reset`` is true when any counter or histogram decreased (a restart) or changed
     bucket layout; the affected deltas are then the current cumulative values, as
-    Prometheus' ``increase()`` does.
+    Prometheus' ``increase()`` does. ``members`` is how many scrape intervals it sums: 1
+    for a stored delta, more for a sum of consecutive ones (``app.ui.cells``), so a
+    window's ``intervals`` still counts scrape intervals.
     """
 
     target: str
@@ -247,6 +249,7 @@ class IntervalDelta:
     gauges: dict[str, float]
     reset: bool = False
     missing: tuple[str, ...] = ()
+    members: int = 1
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from app.config import load_settings
-from app.diagnose import DiagnosisConfig
+from app.diagnose import DiagnosisConfig, diagnose
 from app.evaluate.replay import replay
 from app.main import create_app
 from app.scrape.client import read_file
@@ -73,6 +73,47 @@ def test_cell_windows_equal_windows_over_the_raw_deltas(
         assert a.covered == pytest.approx(b.covered)
         assert a.increases == pytest.approx(b.increases)
         assert a.means == pytest.approx(b.means)
+        assert (a.intervals, a.gauge_span, a.reset) == (b.intervals, b.gauge_span, b.reset)
+
+
+@pytest.mark.parametrize("scenario", ["incident", "spec_decode_drop", "hang"])
+def test_the_ui_windows_diagnose_as_the_evaluation_does(
+    tmp_path: Path, scenario: str
+) -> None:
+    """The UI windows only the histograms the diagnosis reads, in per-step cells: every
+    diagnosis must still be the evaluation's (the waiting age reads the scrape count,
+    the speculative-decoding rule reads TPOT)."""
+    rec = read_scrapes(record(scenario, tmp_path, duration=420, seed=5, start_unix=EPOCH))
+    ((model, deltas),) = rec.deltas.items()
+    first = EPOCH + 60.0
+    shape = {"first_end": first, "end": rec.end, "length": 60.0, "step": 15.0}
+    ui = grid_windows(deltas, target=rec.target, model=model, **shape)
+    raw = windows(
+        deltas,
+        start=first - 60.0,
+        end=rec.end,
+        length=60.0,
+        step=15.0,
+        target=rec.target,
+        model_name=model,
+    )
+    mine = [_rounded(diagnose(w).to_dict()) for w in ui]
+    theirs = [_rounded(diagnose(w).to_dict()) for w in raw]
+    assert len(mine) == len(theirs) >= 20
+    assert [d["class"] for d in mine] == [d["class"] for d in theirs]
+    assert mine == theirs  # evidence, findings, confidence, hints
+
+
+def _rounded(x: object) -> object:
+    """``x`` with floats to 12 significant digits (a cell sums a histogram's ``_sum`` in
+    plain floating point: means may differ in the last bits)."""
+    if isinstance(x, float):
+        return float(f"{x:.12g}")
+    if isinstance(x, dict):
+        return {k: _rounded(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_rounded(v) for v in x]
+    return x
 
 
 def test_recording_source_diagnoses_like_the_replay_command(incident_rec: Path) -> None:

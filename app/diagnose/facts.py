@@ -130,6 +130,9 @@ READ_HISTOGRAMS = (
     "gen_len",
     "step_tokens",
 )
+# Read only where the page has one (never reported missing): the speculative-decoding
+# rule's TPOT. A view that windows only some histograms must keep these too.
+READ_IF_PRESENT_HISTOGRAMS = ("tpot",)
 READ_GAUGES = ("running", "waiting", "kv_usage")
 READ_COUNTERS = ("preemptions", "prompt_tokens", "generation_tokens")
 

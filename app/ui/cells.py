@@ -7,7 +7,8 @@ the deltas of a cell can be summed once, and the sliding windows then add and re
 cell instead of every scrape: a day of 5 s scrapes at a 60 s step is 1,440 cells instead
 of 17,280 deltas.
 
-The result equals :func:`app.windows.aggregate.windows` over the raw deltas, except that
+The result equals :func:`app.windows.aggregate.windows` over the raw deltas (a cell's
+delta says how many it sums, so a window's ``intervals`` counts scrape intervals), except that
 non-integer sums (a histogram's ``_sum``) are added in plain floating point inside a cell
 and may differ in the last bits; bucket counts are integers, so quantiles are identical.
 Gauge statistics must come from the raw samples (:func:`gauge_samples`), not the cells.
@@ -48,11 +49,11 @@ class _Cell:
         self.counters = dict(d.counters)
         self.reset = d.reset
         self.missing = set(d.missing)
-        self.n = 1
+        self.n = d.members
 
     def add(self, d: IntervalDelta) -> None:
         self.last = d
-        self.n += 1
+        self.n += d.members
         self.covered += d.end - d.start
         self.reset = self.reset or d.reset
         self.missing.update(d.missing)
@@ -90,6 +91,7 @@ class _Cell:
             gauges=last.gauges,
             reset=self.reset,
             missing=tuple(sorted(self.missing)),
+            members=self.n,
         )
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from app.diagnose.facts import READ_HISTOGRAMS
+from app.diagnose.facts import READ_HISTOGRAMS, READ_IF_PRESENT_HISTOGRAMS
 from app.model import IntervalDelta, Window
 from app.redact import redact_url
 from app.sources.base import TargetState
@@ -28,7 +28,7 @@ from app.windows.aggregate import windows as make_windows
 from app.windows.rollup import RollupPart
 
 # The histograms the diagnosis reads (it declares them); the UI draws only TTFT and ITL.
-UI_HISTOGRAMS: tuple[str, ...] = READ_HISTOGRAMS
+UI_HISTOGRAMS: tuple[str, ...] = READ_HISTOGRAMS + READ_IF_PRESENT_HISTOGRAMS
 
 
 @dataclass(frozen=True, slots=True)

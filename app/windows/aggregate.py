@@ -116,7 +116,7 @@ class _Accumulator:
         self._apply(d, -1)
 
     def _apply(self, d: IntervalDelta, sign: int) -> None:
-        self.intervals += sign
+        self.intervals += sign * d.members
         self.resets += sign if d.reset else 0
         self.covered.update(d.end - d.start, sign)
         for name in d.missing:
