@@ -20,9 +20,7 @@ def _job() -> tuple[TwinEffects, list[str]]:
         fitted.append(target)
         return []
 
-    job = TwinEffects(
-        intervals, DiagnosisConfig(), TwinCache(), cpu_share=1.0, pricing_share=1.0
-    )
+    job = TwinEffects(intervals, DiagnosisConfig(), TwinCache(), cpu_share=1.0, pricing_share=1.0)
     return job, fitted
 
 

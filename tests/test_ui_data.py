@@ -77,9 +77,7 @@ def test_cell_windows_equal_windows_over_the_raw_deltas(
 
 
 @pytest.mark.parametrize("scenario", ["incident", "spec_decode_drop", "hang"])
-def test_the_ui_windows_diagnose_as_the_evaluation_does(
-    tmp_path: Path, scenario: str
-) -> None:
+def test_the_ui_windows_diagnose_as_the_evaluation_does(tmp_path: Path, scenario: str) -> None:
     """The UI windows only the histograms the diagnosis reads, in per-step cells: every
     diagnosis must still be the evaluation's (the waiting age reads the scrape count,
     the speculative-decoding rule reads TPOT)."""
