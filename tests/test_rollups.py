@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from app.model import IntervalDelta, Window
-from app.read.windows import resolution, stream_windows
+from app.read.windows import WindowCache, encode_window, resolution, stream_windows, windows_body
 from app.sim.record import record
 from app.sources.recording import list_pages, record_into
 from app.store.codec import decode_delta
@@ -149,6 +149,20 @@ def test_the_windows_api_reads_rollups_when_the_step_allows(store: Store) -> Non
             model_name=MODEL,
         )
         _same(want, got)
+        # The API's answer (its windows built lean: only what the object reads) is the
+        # raw windows' objects, byte for byte.
+        body = windows_body(
+            WindowCache(0.0),
+            store,
+            TARGET,
+            [MODEL],
+            start=lo,
+            end=hi,
+            length=length,
+            step=step,
+            now=hi + 1e6,
+        )
+        assert body == b"[" + b",".join(encode_window(w) for w in want) + b"]"
 
 
 def test_minutes_merged_are_the_window_of_their_span(store: Store) -> None:

@@ -119,9 +119,12 @@ def _windows_from(
     end: float,
     length: float,
     step: float,
+    lean: bool = False,
 ) -> Iterable[Window]:
     """The windows ending at ``first_end + k * step <= end``, computed as they are read
-    (from roll-ups where :func:`resolution` allows, else from the raw deltas)."""
+    (from roll-ups where :func:`resolution` allows, else from the raw deltas). ``lean``:
+    from roll-ups, only what the API's object reads
+    (``app.windows.assemble.window_of_values``)."""
     res = resolution(first_end, length, step)
     if res is not None:
         return iter_rollup_windows(
@@ -132,6 +135,7 @@ def _windows_from(
             step=step,
             target=target,
             model_name=model_name,
+            lean=lean,
         )
     deltas = store.intervals(target, model_name, first_end - length, end)
     return make_windows(
@@ -229,7 +233,14 @@ class WindowCache:
                 j += 1
             run, i = todo[i:j], j
             ws = _windows_from(
-                store, target, model_name, first_end=lo, end=hi, length=length, step=step
+                store,
+                target,
+                model_name,
+                first_end=lo,
+                end=hi,
+                length=length,
+                step=step,
+                lean=True,  # encoded at once
             )
             stop_if(cancel)
             for e, w in zip(run, ws, strict=False):

@@ -222,7 +222,9 @@ class StoredRollup:
             self._parsed(), self.start, self.end, self._bounds_of, (histograms, counter_prefix)
         )
 
-    def window(self, *, target: str, model_name: str, start: float, end: float) -> Window:
+    def window(
+        self, *, target: str, model_name: str, start: float, end: float, lean: bool = False
+    ) -> Window:
         obj = self._parsed()
         bounds_of = self._bounds_of
         histograms: dict[str, HistogramDelta] = {}
@@ -267,4 +269,5 @@ class StoredRollup:
             intervals=n,
             resets=obj["r"],
             gauge_span=float(last) - float(first) if n > 1 else 0.0,
+            lean=lean,
         )

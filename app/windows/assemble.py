@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from app.model import CORE_SIGNALS, QUANTILES, GaugeStats, HistogramDelta, Window
+from app.model import CORE_SIGNALS, QUANTILES, Derived, GaugeStats, HistogramDelta, Window
 from app.windows.derived import derive
 from app.windows.exact import ExactSum, HistogramSum
+from app.windows.flat import FLAT_QUANTILES
 from app.windows.quantile import quantiles_of_delta
 
 __all__ = ["window_of_sums", "window_of_values"]
@@ -34,6 +35,7 @@ def window_of_sums(
     intervals: int,
     resets: int,
     gauge_span: float,
+    lean: bool = False,
 ) -> Window:
     """The window of what an accumulator holds (the raw deltas' here, or roll-ups':
     :mod:`app.windows.rollup`): per histogram signal its sums by layout and the layout of
@@ -55,6 +57,7 @@ def window_of_sums(
         intervals=intervals,
         resets=resets,
         gauge_span=gauge_span,
+        lean=lean,
     )
 
 
@@ -73,17 +76,24 @@ def window_of_values(
     intervals: int,
     resets: int,
     gauge_span: float,
+    lean: bool = False,
 ) -> Window:
     """The window of its sums already rounded: each histogram signal's summed deltas of
     its latest layout (``layout_skipped``: the window held another layout too), the
     counters' increases, the gauges' statistics, the missing signals, the covered
-    seconds (0 without deltas), how many deltas and resets, the gauges' time span."""
+    seconds (0 without deltas), how many deltas and resets, the gauges' time span.
+
+    ``lean``: a window built only to be flattened into the API's object
+    (``app.windows.flat.window_to_dict``, which reads only these): quantiles of the
+    :data:`~app.windows.flat.FLAT_QUANTILES` histograms alone and no derived numbers —
+    never for the rules, which read the rest."""
     hists = {name: histograms[name] for name in sorted(histograms)}
     labels = [label for label, _ in QUANTILES]
     qs = [q for _, q in QUANTILES]
     quantiles = {
         name: dict(zip(labels, quantiles_of_delta(qs, hd), strict=True))
         for name, hd in hists.items()
+        if not lean or name in FLAT_QUANTILES
     }
     means = {name: (hd.sum / hd.count if hd.count != 0 else None) for name, hd in hists.items()}
     observations = {name: hd.count for name, hd in hists.items()}
@@ -109,7 +119,9 @@ def window_of_values(
         reset=resets > 0 or layout_skipped,
         missing=tuple(sorted(missed)),
         gauge_span=gauge_span,
-        derived=derive(
+        derived=Derived()
+        if lean
+        else derive(
             covered=covered,
             quantiles=quantiles,
             means=means,

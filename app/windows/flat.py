@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from app.model import Window
+from app.model import PROBE_HISTOGRAM_SIGNALS, Window
 from app.windows.probefacts import probe_facts
 
-__all__ = ["FIELD_PREFIX", "window_to_dict"]
+__all__ = ["FIELD_PREFIX", "FLAT_QUANTILES", "window_to_dict"]
 
 # API field prefix for each histogram signal (``queue_time`` is reported as ``queue_p99``).
 FIELD_PREFIX: dict[str, str] = {
@@ -24,6 +24,10 @@ FIELD_PREFIX: dict[str, str] = {
     "prefill_time": "prefill",
     "decode_time": "decode",
 }
+
+# The histograms whose quantiles the flat object reads (its fields and a probe's): a
+# window built only to be flattened (``lean``, ``app.windows.assemble``) computes no other.
+FLAT_QUANTILES: frozenset[str] = frozenset(FIELD_PREFIX) | frozenset(PROBE_HISTOGRAM_SIGNALS)
 
 
 # (signal, ((percentile, field), ...), mean field, count field), in the object's order

@@ -121,7 +121,9 @@ class _Sliding:
             if name not in self.counter_members:
                 del self.counters[name]
 
-    def window(self, *, target: str, model_name: str, start: float, end: float) -> Window:
+    def window(
+        self, *, target: str, model_name: str, start: float, end: float, lean: bool = False
+    ) -> Window:
         times = self.times
         return window_of_sums(
             target=target,
@@ -137,6 +139,7 @@ class _Sliding:
             intervals=self.intervals,
             resets=self.resets,
             gauge_span=times[-1][1] - times[0][0] if self.intervals > 1 else 0.0,
+            lean=lean,
         )
 
 
@@ -180,6 +183,7 @@ def iter_rollup_windows(
     step: float,
     target: str,
     model_name: str,
+    lean: bool = False,
 ) -> Iterator[Window]:
     """The windows of :func:`app.windows.aggregate.windows` from roll-ups, one at a time.
 
@@ -190,7 +194,8 @@ def iter_rollup_windows(
     oldest first (ValueError otherwise) and are read as the windows need them, so a
     long range is never held in memory at once: only the roll-ups of the current window.
     A window of one roll-up is built from it directly; sliding windows add and remove
-    each roll-up once.
+    each roll-up once. ``lean``: windows only to be flattened into the API's object
+    (``app.windows.assemble.window_of_values``).
     """
     if not (math.isfinite(length) and length > 0):
         raise ValueError(f"length must be a positive number of seconds, got {length}")
@@ -228,11 +233,11 @@ def iter_rollup_windows(
         if disjoint:
             if len(inside) == 1:  # the window is this roll-up
                 yield inside[0].window(
-                    target=target, model_name=model_name, start=w_start, end=w_end
+                    target=target, model_name=model_name, start=w_start, end=w_end, lean=lean
                 )
                 continue
             acc = _Sliding()
             fresh_from = 0
         for i in range(fresh_from, len(inside)):
             acc.add(inside[i].rollup())
-        yield acc.window(target=target, model_name=model_name, start=w_start, end=w_end)
+        yield acc.window(target=target, model_name=model_name, start=w_start, end=w_end, lean=lean)

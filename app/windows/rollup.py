@@ -188,8 +188,11 @@ class Rollup:
     def rollup(self) -> Rollup:
         return self
 
-    def window(self, *, target: str, model_name: str, start: float, end: float) -> Window:
-        """The window ``(start, end]`` holding exactly this roll-up's deltas."""
+    def window(
+        self, *, target: str, model_name: str, start: float, end: float, lean: bool = False
+    ) -> Window:
+        """The window ``(start, end]`` holding exactly this roll-up's deltas (``lean``:
+        ``app.windows.assemble.window_of_values``)."""
         return window_of_sums(
             target=target,
             model_name=model_name,
@@ -204,6 +207,7 @@ class Rollup:
             intervals=self.intervals,
             resets=self.resets,
             gauge_span=self.last_end - self.first_end if self.intervals > 1 else 0.0,
+            lean=lean,
         )
 
 
@@ -223,7 +227,9 @@ class RollupPart(Protocol):
 
     def rollup(self) -> Rollup: ...
 
-    def window(self, *, target: str, model_name: str, start: float, end: float) -> Window: ...
+    def window(
+        self, *, target: str, model_name: str, start: float, end: float, lean: bool = False
+    ) -> Window: ...
 
 
 def rollups_of(deltas: Iterable[IntervalDelta], res: float) -> list[Rollup]:
