@@ -140,6 +140,71 @@ def test_a_binary_row_keeps_every_float_bit_for_bit() -> None:
     assert len(blob) < len(encode_delta(ODD, lambda b: layouts[b]))
 
 
+def test_random_rows_and_blocks_keep_every_float_bit_for_bit() -> None:
+    """Every kind of number the decoder reads in line or not: whole numbers under 64 and
+    over, up to 2**53, negative ones, floats with trailing zero bytes, NaN, infinities,
+    -0.0, counts that are and are not the sum of their buckets, bucket gaps over 127
+    and more than 127 buckets moved."""
+    rng = random.Random(7)
+    kinds = [
+        lambda: float(rng.randrange(64)),
+        lambda: float(rng.randrange(64, 2**20)),
+        lambda: float(2**53 - rng.randrange(3)),
+        lambda: -float(rng.randrange(1, 2**30)),
+        lambda: rng.random() * 10 ** rng.randrange(-3, 9),
+        lambda: float(rng.randrange(1, 9)) / 4,
+        lambda: rng.choice([math.nan, math.inf, -math.inf, -0.0, 0.0]),
+    ]
+
+    def number() -> float:
+        return rng.choice(kinds)()
+
+    bounds = tuple(float(i) for i in range(300))
+    deltas = []
+    for k in range(60):
+        hists = {}
+        for name in ("ttft", "itl", "step_tokens"):
+            n = rng.choice([0, 1, 5, 130, 200])
+            index = sorted(rng.sample(range(len(bounds) + 1), n))
+            buckets = {
+                i: abs(number()) if rng.random() < 0.9 else float(rng.randrange(64)) for i in index
+            }
+            total = math.fsum(buckets.values())
+            count = total if rng.random() < 0.5 or math.isnan(total) else number()
+            hists[name] = HistogramDelta(bounds, buckets, number(), count)
+        deltas.append(
+            IntervalDelta(
+                target="t",
+                model_name="m",
+                start=5.0 * k,
+                end=5.0 * k + 5,
+                histograms=hists,
+                counters={"preemptions": number(), "prompt_tokens": number()},
+                gauges={"running": number(), "kv_usage": number(), "waiting": number()},
+            )
+        )
+    layouts: dict[tuple[float, ...], int] = {}
+    shape = shape_of(deltas[0], lambda b: layouts.setdefault(b, len(layouts)))
+    bounds_of = {v: k for k, v in layouts.items()}.__getitem__
+    for d in deltas:
+        back = decode_row(
+            encode_row(d, 0),
+            target="t",
+            model_name="m",
+            start=d.start,
+            end=d.end,
+            reset=False,
+            shapes=[shape].__getitem__,
+            bounds_of=bounds_of,
+        )
+        assert _bits(back) == _bits(d)
+    blob = encode_block([BlockEntry(d.end, d.start, d.reset, encode_row(d, 0)) for d in deltas])
+    back_all = decode_block(
+        blob, target="t", model_name="m", shapes=[shape].__getitem__, bounds_of=bounds_of
+    )
+    assert [_bits(d) for d in back_all] == [_bits(d) for d in deltas]
+
+
 def test_a_block_keeps_its_deltas_times_and_resets() -> None:
     layouts: dict[tuple[float, ...], int] = {}
     shape = shape_of(ODD, lambda b: layouts.setdefault(b, len(layouts)))

@@ -128,44 +128,8 @@ class _Reader:
         self.pos = pos
 
     def varint(self) -> int:
-        data, pos = self.data, self.pos
-        b = data[pos]
-        pos += 1
-        if b < 0x80:
-            self.pos = pos
-            return b
-        n, shift = b & 0x7F, 7
-        while True:
-            b = data[pos]
-            pos += 1
-            n |= (b & 0x7F) << shift
-            if b < 0x80:
-                self.pos = pos
-                return n
-            shift += 7
-
-    def number(self) -> float | None:
-        """The next number; None for "the sum of the buckets"."""
-        x = self.varint()
-        if not x & 1:
-            return float(x >> 1)
-        if x < _NEG_INT:
-            size = 8 - (x >> 1)
-            pos = self.pos
-            self.pos = pos + size
-            value: float = _F64.unpack(self.data[pos : pos + size].ljust(8, b"\0"))[0]
-            return value
-        if x == _NEG_INT:
-            return -float(self.varint())
-        if x == _IMPLIED:
-            return None
-        raise ValueError(f"unknown number code {x}")
-
-    def float_(self) -> float:
-        value = self.number()
-        if value is None:
-            raise ValueError("a count code where a value belongs")
-        return value
+        n, self.pos = _varint_at(self.data, self.pos)
+        return n
 
     def f64(self) -> float:
         pos = self.pos
@@ -195,25 +159,103 @@ def _body(out: bytearray, delta: IntervalDelta) -> None:
         _number(out, float(value))
 
 
+def _varint_at(data: bytes, pos: int) -> tuple[int, int]:
+    """The varint at ``pos`` and the position after it."""
+    n, shift = 0, 0
+    while True:
+        b = data[pos]
+        pos += 1
+        n |= (b & 0x7F) << shift
+        if b < 0x80:
+            return n, pos
+        shift += 7
+
+
+def _number_at(data: bytes, pos: int) -> tuple[float | None, int]:
+    """The number at ``pos`` (None: "the sum of the buckets") and the position after it."""
+    x, pos = _varint_at(data, pos)
+    if not x & 1:
+        return float(x >> 1), pos
+    if x < _NEG_INT:
+        size = 8 - (x >> 1)
+        value: float = _F64.unpack(data[pos : pos + size].ljust(8, b"\0"))[0]
+        return value, pos + size
+    if x == _NEG_INT:
+        n, pos = _varint_at(data, pos)
+        return -float(n), pos
+    if x == _IMPLIED:
+        return None, pos
+    raise ValueError(f"unknown number code {x}")
+
+
+def _value_at(data: bytes, pos: int) -> tuple[float, int]:
+    value, pos = _number_at(data, pos)
+    if value is None:
+        raise ValueError("a count code where a value belongs")
+    return value, pos
+
+
 def _read_body(
     r: _Reader,
     shape: Shape,
     bounds_of: Callable[[int], tuple[float, ...]],
 ) -> tuple[dict[str, HistogramDelta], dict[str, float], dict[str, float]]:
+    # The hot loop of every read: one function over a local position, and the usual
+    # number (a whole number under 64: one even byte) read in line — the same values as
+    # :class:`_Reader`'s, a few times faster.
+    data, pos = r.data, r.pos
     hists: dict[str, HistogramDelta] = {}
     for name, lid in shape.histograms:
-        count = r.number()
-        total = r.float_()
+        if data[pos] == _IMPLIED:
+            count: float | None = None
+            pos += 1
+        else:
+            count, pos = _number_at(data, pos)
+        b = data[pos]
+        if b < 0x80 and not b & 1:
+            total, pos = float(b >> 1), pos + 1
+        else:
+            total, pos = _value_at(data, pos)
+        moved = data[pos]
+        if moved < 0x80:
+            pos += 1
+        else:
+            moved, pos = _varint_at(data, pos)
         buckets: dict[int, float] = {}
         index = -1
-        for _ in range(r.varint()):
-            index += r.varint() + 1
-            buckets[index] = r.float_()
+        for _ in range(moved):
+            gap = data[pos]
+            if gap < 0x80:
+                pos += 1
+            else:
+                gap, pos = _varint_at(data, pos)
+            index += gap + 1
+            b = data[pos]
+            if b < 0x80 and not b & 1:
+                buckets[index] = float(b >> 1)
+                pos += 1
+            else:
+                buckets[index], pos = _value_at(data, pos)
         if count is None:
             count = math.fsum(buckets.values())
         hists[name] = HistogramDelta(bounds_of(lid), buckets, total, count)
-    counters = {name: r.float_() for name in shape.counters}
-    gauges = {name: r.float_() for name in shape.gauges}
+    counters: dict[str, float] = {}
+    for name in shape.counters:
+        b = data[pos]
+        if b < 0x80 and not b & 1:
+            counters[name] = float(b >> 1)
+            pos += 1
+        else:
+            counters[name], pos = _value_at(data, pos)
+    gauges: dict[str, float] = {}
+    for name in shape.gauges:
+        b = data[pos]
+        if b < 0x80 and not b & 1:
+            gauges[name] = float(b >> 1)
+            pos += 1
+        else:
+            gauges[name], pos = _value_at(data, pos)
+    r.pos = pos
     return hists, counters, gauges
 
 
