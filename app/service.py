@@ -15,6 +15,7 @@ import logging
 import math
 import socket
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
@@ -40,6 +41,7 @@ from app.probemetrics import build_probe_metrics
 from app.read.effects import TwinEffects
 from app.read.twincache import TwinCache
 from app.read.windows import WindowCache
+from app.running_jobs import RunningJobs
 from app.scrape.client import ClientPool
 from app.selfmetrics import (
     ReloadStatus,
@@ -81,6 +83,8 @@ GAP_INTERVALS = 1.5
 HEAP_TRIM_EVERY_S = 5.0
 # At a stop, the SLO refresh thread is waited for this long before the store closes.
 SLO_STOP_TIMEOUT_S = 10.0
+# …and the scheduled jobs that are running (a roll-up ends after its current chunk).
+JOBS_STOP_TIMEOUT_S = 10.0
 
 
 @dataclass
@@ -194,6 +198,9 @@ class Service:
         record_reload(self.metrics, self.reload_status)
         self.scrape_series = TargetSeries(self.metrics.scrapes)
         self.scheduler = AsyncIOScheduler()
+        self.running_jobs = RunningJobs()
+        self.running_jobs.attach(self.scheduler)
+        self._stopping = threading.Event()  # the long jobs end early once it is set
         self.started_at = time.time()
         self.round_clock: RoundClock | None = None
         self._fetched_at: dict[str, float] = {}
@@ -362,6 +369,7 @@ class Service:
                 time.time() - self.window_cache.settle,
                 pace=Pacer(BACKGROUND_SHARE),
                 deadline=time.monotonic() + ROLLUP_RUN_MAX_S,
+                stop=self._stopping,
             )
         except sqlite3.Error as exc:
             log.warning("roll-up skipped (store %s: %s)", error_kind(exc), exc)
@@ -490,6 +498,16 @@ class Service:
         """Stop the jobs, deliver the notifications that are due, release the clients and
         the store."""
         if self.scheduler.running:
+            # Nothing new starts; the runs in flight end before the scheduler (which
+            # would cancel them) and the store (which they may be writing) go.
+            self.scheduler.pause()
+            self._stopping.set()
+            if not await asyncio.to_thread(self.running_jobs.wait_idle, JOBS_STOP_TIMEOUT_S):
+                log.warning(
+                    "%d scheduled job(s) still running after %g s; stopping anyway",
+                    self.running_jobs.running,
+                    JOBS_STOP_TIMEOUT_S,
+                )
             self.scheduler.shutdown(wait=False)
         await self.alerting.drain(self.settings.alerts.send_timeout)
         if self.scrape_clients is not None:

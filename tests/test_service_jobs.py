@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from datetime import UTC, datetime
 from pathlib import Path
+
+import pytest
 
 from app.config import load_settings
 from app.logs import SCHEDULER_LOGGERS, QuietJobOverlaps
@@ -43,3 +47,62 @@ def test_only_jobs_whose_next_run_does_the_work_are_quiet_and_the_slo_refresh_en
 
     service = asyncio.run(run())
     assert service.evaluator.slos._stopping.is_set()  # asked to end before the store closed
+
+
+def test_a_stop_waits_for_the_jobs_running_before_the_store_closes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job in flight at a stop (a roll-up writing the store) is asked to end and waited
+    for: it still reads the store, and nothing is cancelled (no "Error running job")."""
+    page = sorted(PAGES.glob("*.prom"))[-1]
+    settings = load_settings(
+        None,
+        {
+            "targets": [{"name": "t", "url": f"file://{page}"}],
+            "storage": {"path": str(tmp_path / "pw.db")},
+        },
+    )
+    started = threading.Event()
+    ended: list[object] = []
+
+    async def run() -> Service:
+        service = Service(settings)
+        service.start()
+
+        def long_job() -> None:
+            started.set()
+            assert service._stopping.wait(30)  # as the roll-up ends after its chunk
+            ended.append(service.store.streams())  # the store is still open
+
+        service.scheduler.add_job(
+            long_job, id="long", next_run_time=datetime.now(UTC), coalesce=True
+        )
+        assert await asyncio.to_thread(started.wait, 30)
+        assert service.running_jobs.running >= 1
+        await service.stop()
+        return service
+
+    with caplog.at_level(logging.INFO):
+        service = asyncio.run(run())
+    assert len(ended) == 1  # it ran to its end, reading the open store
+    assert service.running_jobs.running == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def test_a_roll_up_asked_to_stop_ends_after_its_chunk(tmp_path: Path) -> None:
+    from app.sim.record import record
+    from app.sources.recording import record_into
+    from app.store.sqlite import Store
+
+    pages = record("healthy", tmp_path / "rec", duration=600, seed=1, start_unix=1764403200)
+    store = Store(tmp_path / "pw.db")
+    record_into(store, pages, "a")
+    record_into(store, pages, "b")
+    stop = threading.Event()
+    stop.set()
+    first = store.roll_up(2e9, stop=stop)  # one stream's first chunk, then it ends
+    assert first > 0
+    rest = store.roll_up(2e9)
+    assert rest > 0  # the rest was left for the next run
+    assert store.roll_up(2e9) == 0
+    store.close()

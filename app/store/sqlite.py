@@ -253,13 +253,14 @@ class Store:
         *,
         pace: Callable[[], None] | None = None,
         deadline: float | None = None,
+        stop: threading.Event | None = None,
     ) -> int:
         """Roll up every stream's minutes that ended at or before ``until`` and are not
         rolled up yet (:mod:`app.store.rollups`), a chunk (at most an hour of a stream) per
         transaction, every stream's next chunk in turn (a stream back-filling a long
         history does not hold the others back), calling ``pace`` between chunks; stop
-        after the chunk that passes ``deadline`` (``time.monotonic()``). Return the
-        minutes written.
+        after the chunk that passes ``deadline`` (``time.monotonic()``) or once ``stop``
+        is set. Return the minutes written.
 
         Deltas the store holds in memory (:mod:`app.store.recent`) are not decoded again.
         """
@@ -283,6 +284,8 @@ class Store:
                 if pace is not None:
                     pace()
                 if deadline is not None and time.monotonic() > deadline:
+                    return done
+                if stop is not None and stop.is_set():
                     return done
             pending = more
         return done
