@@ -58,6 +58,7 @@ _NEG_INT = 17
 _IMPLIED = 19
 _MAX_WHOLE = 2**53
 _F64 = struct.Struct(">d")
+_PAD = [b"\0" * (8 - size) for size in range(9)]  # the trailing zero bytes left out
 _RESET, _CONTIGUOUS = 1, 2
 
 
@@ -189,6 +190,12 @@ def _number_at(data: bytes, pos: int) -> tuple[float | None, int]:
 
 
 def _value_at(data: bytes, pos: int) -> tuple[float, int]:
+    x = data[pos]
+    if x & 1 and x < _NEG_INT:  # a float64 (its one-byte code): the usual non-whole value
+        size = 8 - (x >> 1)
+        start = pos + 1
+        f: float = _F64.unpack(data[start : start + size] + _PAD[size])[0]
+        return f, start + size
     value, pos = _number_at(data, pos)
     if value is None:
         raise ValueError("a count code where a value belongs")
