@@ -246,24 +246,19 @@ def _read_body(
         if count is None:
             count = math.fsum(buckets.values())
         hists[name] = HistogramDelta(bounds_of(lid), buckets, total, count)
-    counters: dict[str, float] = {}
-    for name in shape.counters:
-        b = data[pos]
-        if b < 0x80 and not b & 1:
-            counters[name] = float(b >> 1)
-            pos += 1
-        else:
-            counters[name], pos = _value_at(data, pos)
-    gauges: dict[str, float] = {}
-    for name in shape.gauges:
-        b = data[pos]
-        if b < 0x80 and not b & 1:
-            gauges[name] = float(b >> 1)
-            pos += 1
-        else:
-            gauges[name], pos = _value_at(data, pos)
+    flat: list[dict[str, float]] = []  # the counters, then the gauges
+    for names in (shape.counters, shape.gauges):
+        values: dict[str, float] = {}
+        for name in names:
+            b = data[pos]
+            if b < 0x80 and not b & 1:
+                values[name] = float(b >> 1)
+                pos += 1
+            else:
+                values[name], pos = _value_at(data, pos)
+        flat.append(values)
     r.pos = pos
-    return hists, counters, gauges
+    return hists, flat[0], flat[1]
 
 
 def encode_row(delta: IntervalDelta, shape_id: int) -> bytes:
