@@ -11,8 +11,10 @@ The pairs come from ``tests/vllm_real/record_pairs.sh`` (``OUTDIR/<pair>/pair.js
 runs in ``OUTDIR/<pair>/<A|B>/run<k>/``): ``traffic2`` (the traffic ×2), ``maxseqs4to16``
 (``--max-num-seqs`` 4 → 16), ``kvpool4x`` (the KV pool ×4), ``budget``
 (``--max-num-batched-tokens`` 2048 → 256); every run of a pair has the same seed, so A
-and B see the same arrivals. Run k of A and run k of B were recorded back to back (the
-same sitting, the same machine within minutes), so for every run k both settings have,
+and B see the same arrivals, and the rates of a pair are shares of A's capacity probed
+when the pair was recorded (``pair.json`` ``capacity``; the notes print them). Run k of A
+and run k of B were recorded back to back (the same sitting, the same machine within
+minutes), so for every run k both settings have,
 the twin is fitted on A's run k by the CLI, in process, exactly as a user would run it on
 that folder (``phasewatch whatif OUTDIR/<pair>/A/run<k> --set … --server … --json``; the
 JSON is saved as ``OUTDIR/<pair>/whatif.json`` for run 1, ``whatif-run<k>.json`` for the
@@ -214,6 +216,16 @@ def _change(pair: dict[str, Any]) -> str:
     return text
 
 
+def _load(pair: dict[str, Any]) -> str:
+    """The pair's arrival rates, and the capacity of A they are shares of (if probed)."""
+    ra, rb = pair["rate"]["A"], pair["rate"]["B"]
+    text = f"A {ra:g} req/s, B {rb:g} req/s"
+    cap = (pair.get("capacity") or {}).get("capacity_rps")
+    if cap:
+        text += f" ({ra / cap:.2f} and {rb / cap:.2f} of A's capacity, {cap:g} req/s probed)"
+    return text
+
+
 def _tally(flags: list[bool], yes: str, no: str) -> str:
     """``yes``/``no`` for one run, ``k/n`` for several, empty for none."""
     if len(flags) == 1:
@@ -348,7 +360,7 @@ def main() -> int:
                 f"{_tally(oks, 'ok', 'NO'):>4} {_tally(hits, 'y', 'n'):>4} "
                 f"{'n/a' if rep is None else f'{rep:.0%}':>6}"
             )
-        lines = [f"{pair['pair']}:"]
+        lines = [f"{pair['pair']}: {_load(pair)}"]
         for r in runs:
             w = r["whatif"]
             rep_all = w["fit"]["replay_error"]
