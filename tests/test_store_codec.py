@@ -7,6 +7,9 @@ import math
 import random
 from dataclasses import replace
 
+import pytest
+
+import app.windows.assemble as assemble
 from app.model import HistogramDelta, IntervalDelta
 from app.store.codec import decode_delta, encode_delta
 from app.store.deltacodec import (
@@ -283,4 +286,13 @@ def test_a_stored_rollups_window_is_the_rollups_window() -> None:
             repr(want)
         )
         checked += any(len(h.layouts) > 1 for h in roll.histograms.values())
+        # The row carries the percentiles: the window of one roll-up computes none.
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(assemble, "quantiles_of_delta", _no_quantiles)
+            got = stored.window(target="t", model_name="m", start=0.0, end=60.0)
+        assert repr(got) == repr(want)
     assert checked > 10  # layout changes were among them
+
+
+def _no_quantiles(*args: object) -> None:
+    raise AssertionError("percentiles computed again")

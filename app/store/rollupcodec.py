@@ -12,7 +12,12 @@ delta end, ``h`` histograms (``name: [latest layout, [[layout, deltas, count, su
 [index, n, …] whole bucket sums (ascending index, none 0), {index: sum} other bucket
 sums (left out when none)], …]]``), ``c`` counters (``name: sum``) and ``k`` how many
 deltas carried a counter where not all did, ``m`` missing (``name: deltas``), ``g``
-gauges (``name: [sum, samples, max, first, last]``).
+gauges (``name: [sum, samples, max, first, last]``), and ``q`` the p50, p90 and p99 of the
+latest layout of each histogram the API's object shows (``name: [p50, p90, p99]``, a
+fourth number the bit mask of those at or past the top finite bound; null: no
+observation): a roll-up never changes, so the window of one roll-up — a day of minute
+windows, a month of hours — reads its percentiles instead of computing them (rows
+written before ``q`` existed compute them).
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ import zlib
 from collections.abc import Callable, Collection
 from typing import Any
 
-from app.model import GaugeStats, HistogramDelta, Window
+from app.model import QUANTILES, GaugeStats, HistogramDelta, Quantile, Window
 from app.windows.assemble import window_of_values
 from app.windows.exact import ExactSum, HistogramSum, histogram_result
+from app.windows.flat import FLAT_QUANTILES
+from app.windows.quantile import quantiles_of_delta
 from app.windows.rollup import GaugeRoll, HistRoll, Rollup
 
 __all__ = ["StoredRollup", "decode_rollup", "encode_rollup"]
@@ -102,10 +109,38 @@ def encode_rollup(r: Rollup, layout_id: Callable[[tuple[float, ...]], int]) -> b
             k: [_exact(g.total), g.count, _f(g.max), _f(g.first), _f(g.last)]
             for k, g in r.gauges.items()
         },
+        "q": {
+            name: _percentiles(roll.layouts[roll.latest].result(roll.latest))
+            for name, roll in r.histograms.items()
+            if name in FLAT_QUANTILES
+        },
     }
     comp = zlib.compressobj(level=9, zdict=_ZDICT)
     text = json.dumps(obj, separators=(",", ":"), allow_nan=False).encode()
     return _MAGIC + comp.compress(text) + comp.flush()
+
+
+_QS = tuple(q for _, q in QUANTILES)
+_LABELS = tuple(label for label, _ in QUANTILES)
+
+
+def _percentiles(hd: HistogramDelta) -> list[Any]:
+    """``q``'s entry of one histogram: its percentiles as the window computes them."""
+    qs = quantiles_of_delta(_QS, hd)
+    entry: list[Any] = [None if q.value is None else _f(q.value) for q in qs]
+    ge = sum(1 << i for i, q in enumerate(qs) if q.ge_top_bucket)
+    return [*entry, ge] if ge else entry
+
+
+def _stored_percentiles(stored: dict[str, list[Any]]) -> dict[str, dict[str, Quantile]]:
+    out: dict[str, dict[str, Quantile]] = {}
+    for name, entry in stored.items():
+        ge = entry[3] if len(entry) > 3 else 0
+        out[name] = {
+            label: Quantile(None if v is None else float(v), bool(ge >> i & 1))
+            for i, (label, v) in enumerate(zip(_LABELS, entry, strict=False))
+        }
+    return out
 
 
 def _parse(blob: bytes) -> Any:
@@ -270,4 +305,5 @@ class StoredRollup:
             resets=obj["r"],
             gauge_span=float(last) - float(first) if n > 1 else 0.0,
             lean=lean,
+            known=_stored_percentiles(obj["q"]) if "q" in obj else None,
         )

@@ -11,7 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from app.model import CORE_SIGNALS, QUANTILES, Derived, GaugeStats, HistogramDelta, Window
+from app.model import (
+    CORE_SIGNALS,
+    QUANTILES,
+    Derived,
+    GaugeStats,
+    HistogramDelta,
+    Quantile,
+    Window,
+)
 from app.windows.derived import derive
 from app.windows.exact import ExactSum, HistogramSum
 from app.windows.flat import FLAT_QUANTILES
@@ -77,6 +85,7 @@ def window_of_values(
     resets: int,
     gauge_span: float,
     lean: bool = False,
+    known: Mapping[str, dict[str, Quantile]] | None = None,
 ) -> Window:
     """The window of its sums already rounded: each histogram signal's summed deltas of
     its latest layout (``layout_skipped``: the window held another layout too), the
@@ -86,12 +95,16 @@ def window_of_values(
     ``lean``: a window built only to be flattened into the API's object
     (``app.windows.flat.window_to_dict``, which reads only these): quantiles of the
     :data:`~app.windows.flat.FLAT_QUANTILES` histograms alone and no derived numbers —
-    never for the rules, which read the rest."""
+    never for the rules, which read the rest. ``known``: percentiles already computed of
+    these same histograms (a stored roll-up's), used as they are."""
     hists = {name: histograms[name] for name in sorted(histograms)}
     labels = [label for label, _ in QUANTILES]
     qs = [q for _, q in QUANTILES]
+    known = known or {}
     quantiles = {
-        name: dict(zip(labels, quantiles_of_delta(qs, hd), strict=True))
+        name: known[name]
+        if name in known
+        else dict(zip(labels, quantiles_of_delta(qs, hd), strict=True))
         for name, hd in hists.items()
         if not lean or name in FLAT_QUANTILES
     }
