@@ -45,3 +45,24 @@ def test_the_twin_predicts_which_way_a_real_vllm_moves(
     # The real change is never flat in these pairs (the smallest: budget's ×1.5).
     assert abs(b / a - 1) > 0.2
     assert (effect - 1) * (b / a - 1) > 0, (name, a, b, effect)
+
+
+def test_a_short_queue_under_the_gauges_keeps_the_api_servers_prior_spread(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """maxseqs4to16's A has few requests waiting on its pages (mean 0.34) but its
+    requests' own mean queue time is over the API server's share: its TTFT tail is the
+    queue's, so the spread stays the prior (and says so) and B, without a queue, is not
+    predicted with a queue's tail (it was, at 3× the measured p99, with the spread fitted)."""
+    with tarfile.open(DATA / "maxseqs4to16.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    pair_dir = tmp_path / "maxseqs4to16"
+    pair: dict[str, Any] = json.loads((pair_dir / "pair.json").read_text())
+    args = ["whatif", str(pair_dir / "A" / "run1"), *pair["whatif_args"], "--json", "--quiet"]
+    assert main([*args, "--seeds", "2"]) == 0
+    out: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert out["baseline"]["waiting_avg"] < 1.0
+    assert "prior" in out["fit"]["frontend"]["source"]
+    assert any("prior spread" in w for w in out["warnings"])
+    b = _ttft_p99(pair_dir / "B" / "run1")
+    assert out["predicted"]["ttft_p99"] < 2 * b, (out["predicted"]["ttft_p99"], b)

@@ -307,22 +307,32 @@ def calibrate(twin: Twin, whole: Window, *, seeds: int = SEEDS) -> Calibration:
     if target_itl and first.itl_mean:
         scale = min(max(target_itl / first.itl_mean, 0.5), 2.0)
     outs = [run(twin, Knobs(step_scale=scale), seed=s, **bounds) for s in range(seeds)]
-    twin = _with_frontend(twin, base, outs, bounds["ttft_bounds"])
+    twin = _with_frontend(twin, base, outs, bounds["ttft_bounds"], whole.means.get("queue_time"))
     replay = _figures([_refigured(o, twin.frontend, bounds["ttft_bounds"]) for o in outs])
     errors = {n: _rel(replay.value(n), base.value(n)) for n in FIGURES}
     return Calibration(twin, bounds, base, scale, replay, errors, seeds)
 
 
 def _with_frontend(
-    twin: Twin, base: Figures, outs: list[Outcome], bounds: tuple[float, ...]
+    twin: Twin,
+    base: Figures,
+    outs: list[Outcome],
+    bounds: tuple[float, ...],
+    queue_mean: float | None,
 ) -> Twin:
     """The twin with its front end's spread fitted on a queue-free span's TTFT p99, or
-    with the prior and a warning saying so (:mod:`app.twin.frontend`)."""
+    with the prior and a warning saying so (:mod:`app.twin.frontend`).
+
+    Queue-free here means the queue cannot shape TTFT's tail: few requests waiting on the
+    pages, and the requests' own mean queue time (exact: ``request_queue_time``'s sum over
+    its count) below the API server's mean share — a waiting gauge sampled every few
+    seconds misses short queues that still make the p99."""
     fe = twin.frontend
     p99 = base.ttft_p99.value
     if fe.mean <= 0:
         return twin
-    if _queue_free(base) and p99 and not base.ttft_p99.ge_top_bucket:
+    queued = queue_mean is not None and queue_mean > fe.mean
+    if _queue_free(base) and not queued and p99 and not base.ttft_p99.ge_top_bucket:
         fitted = fit_sigma([(o.seed, o.engine_ttfts) for o in outs], fe, bounds, p99)
         return dataclasses.replace(
             twin, frontend=fitted, sources={**twin.sources, "frontend": fitted.source}
