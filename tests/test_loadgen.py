@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from app.sim.server import SimHTTPServer, start_server
+from tests.test_probes_sim import _model
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -56,11 +57,6 @@ def sim() -> Iterator[tuple[SimHTTPServer, str]]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-def _model(server: SimHTTPServer) -> str:
-    slot = server.fleet._slot(0)
-    return (slot.model_label or slot.engine.model_label).decode().split('"')[1]
 
 
 def test_an_open_loop_run_sends_every_arrival_and_drops_past_its_cap(

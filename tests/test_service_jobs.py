@@ -10,24 +10,29 @@ from pathlib import Path
 
 import pytest
 
-from app.config import load_settings
+from app.config import Settings, load_settings
 from app.logs import SCHEDULER_LOGGERS, QuietJobOverlaps
 from app.service import Service
 
 PAGES = Path(__file__).parent / "fixtures" / "vllm-generated"
 
 
-def test_only_jobs_whose_next_run_does_the_work_are_quiet_and_the_slo_refresh_ends(
-    tmp_path: Path,
-) -> None:
+def _settings(tmp_path: Path) -> Settings:
+    """One file target (a generated vLLM page) and a store in ``tmp_path``."""
     page = sorted(PAGES.glob("*.prom"))[-1]
-    settings = load_settings(
+    return load_settings(
         None,
         {
             "targets": [{"name": "t", "url": f"file://{page}"}],
             "storage": {"path": str(tmp_path / "pw.db")},
         },
     )
+
+
+def test_only_jobs_whose_next_run_does_the_work_are_quiet_and_the_slo_refresh_ends(
+    tmp_path: Path,
+) -> None:
+    settings = _settings(tmp_path)
 
     async def run() -> Service:
         service = Service(settings)
@@ -54,14 +59,7 @@ def test_a_stop_waits_for_the_jobs_running_before_the_store_closes(
 ) -> None:
     """A job in flight at a stop (a roll-up writing the store) is asked to end and waited
     for: it still reads the store, and nothing is cancelled (no "Error running job")."""
-    page = sorted(PAGES.glob("*.prom"))[-1]
-    settings = load_settings(
-        None,
-        {
-            "targets": [{"name": "t", "url": f"file://{page}"}],
-            "storage": {"path": str(tmp_path / "pw.db")},
-        },
-    )
+    settings = _settings(tmp_path)
     started = threading.Event()
     ended: list[object] = []
 
