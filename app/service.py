@@ -29,6 +29,7 @@ from app.alerts.runtime import OUTBOX_JOB_ID, Alerting
 from app.alerts.state import Evaluation
 from app.config import Settings
 from app.diagnose import Diagnosis
+from app.evaluate.resume import keep, resume
 from app.evaluate.round import Evaluator
 from app.evaluate.settings import diagnosis_config
 from app.fleet.slo import attainment
@@ -440,7 +441,9 @@ class Service:
         }
 
     def start(self) -> None:
-        """Start the scheduled jobs on the running event loop."""
+        """Start the scheduled jobs on the running event loop, from the last rounds a
+        stopped service kept (the overview's first view; ``app.evaluate.resume``)."""
+        resume(self.evaluator, time.time())
         interval = self.settings.scrape.interval
         anchor = datetime.now(UTC)
         self.round_clock = RoundClock(anchor.timestamp(), interval)
@@ -519,6 +522,10 @@ class Service:
             log.warning(
                 "the SLO refresh did not end within %g s; closing the store", SLO_STOP_TIMEOUT_S
             )
+        try:  # the last rounds, for the next start's first view
+            await asyncio.to_thread(keep, self.evaluator, time.time())
+        except Exception:
+            log.exception("could not keep the last rounds for the next start")
         self.store.close()
 
 

@@ -16,16 +16,25 @@ and the diagnosis itself.
   evaluation round has run (the round's latest windows order the cards; measured on a
   fresh ``UiData`` fed by a real ``Evaluator``'s round over the same store); and
   ``GET /api/v1/targets``.
+* ``overview_1000_after_restart_*``: the first view of a fresh process started on a
+  store a stopped service left its last rounds in (``app.evaluate.resume``): a fleet
+  with 16 minutes of data, evaluation rounds over its last 15 (as a service that ran
+  that long judged them; one every 2 minutes), kept as ``Service.stop`` keeps them; then
+  ``--restarts`` fresh Python processes each take them back as ``Service.start`` does
+  (``resume_ms``) and time the overview's first call, fed as ``app.ui.mount`` feeds it
+  (median and p95 over the processes). ``keep_ms``/``kept_kb``: the stop's cost.
 * ``diagnosis_windows_per_s``: ``diagnose()`` over the day's 1,440 windows, pure CPU.
 
-Reproduce: ``.venv/bin/python bench/queries.py [--runs 20]``.
+Reproduce: ``.venv/bin/python bench/queries.py [--runs 20] [--restarts 5]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,11 +47,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ui import DAY, FLEET, TARGET, Server, build_day, build_fleet, fleet_targets  # noqa: E402
 
-from app.config import load_settings  # noqa: E402
+from app.config import Settings, load_settings  # noqa: E402
 from app.diagnose import diagnose  # noqa: E402
+from app.evaluate import round as round_module  # noqa: E402
+from app.evaluate.resume import NAME, keep, resume  # noqa: E402
 from app.evaluate.round import Evaluator  # noqa: E402
 from app.evaluate.settings import diagnosis_config  # noqa: E402
 from app.main import create_app  # noqa: E402
+from app.store.resume import ResumeStore  # noqa: E402
 from app.store.sqlite import Store  # noqa: E402
 from app.ui.data import UiData  # noqa: E402
 from app.ui.pages.overview import CARDS_PER_PAGE  # noqa: E402
@@ -164,16 +176,127 @@ def bench_overview(tmp: Path, now: float, runs: int) -> None:
     print(f"targets_api_1000_p95_ms: {p95(api) * 1e3:.0f}")
 
 
+def _fleet_ui(store: Store, settings: Settings, now: float, evaluator: Evaluator) -> UiData:
+    """The overview's data over ``store``, fed by ``evaluator`` as ``app.ui.mount`` does."""
+    infos = [
+        TargetInfo(t.name, t.url, True, None, None, (m,))
+        for t, (_, m) in zip(settings.targets, sorted(store.streams()), strict=True)
+    ]
+    data = UiData(
+        StoreSource(lambda: store, targets=lambda: infos, clock=lambda: now, settled=0.0),
+        diagnosis_config(settings),
+    )
+    data.latest = lambda: evaluator.latest_streams
+    data.recent_of = evaluator.recent.get
+    return data
+
+
+def restart_child(db: str, now: float) -> int:
+    """A fresh process after a restart: take back the kept rounds, time the first view."""
+    settings = load_settings(None, {"targets": fleet_targets(FLEET), "storage": {"path": db}})
+    store = Store(Path(db))
+    evaluator = Evaluator.from_settings(
+        settings, store, diagnosis_config(settings), targets=dict, ui_base_url="http://127.0.0.1"
+    )
+    t0 = time.perf_counter()
+    resumed = resume(evaluator, now)
+    took_resume = time.perf_counter() - t0
+    data = _fleet_ui(store, settings, now, evaluator)
+    t0 = time.perf_counter()
+    page = data.with_recent(data.cards()[:CARDS_PER_PAGE])
+    took = time.perf_counter() - t0
+    from_rounds = sum(1 for c in page if c.recent and all(p.requests == 0.0 for p in c.recent))
+    store.close()
+    print(
+        json.dumps(
+            {
+                "resumed": resumed,
+                "resume_s": took_resume,
+                "first_s": took,
+                "from_rounds": from_rounds,
+            }
+        )
+    )
+    return 0
+
+
+def bench_restart(tmp: Path, now: float, restarts: int) -> None:
+    db = tmp / "fleet16.db"
+    t0 = time.perf_counter()
+    build_fleet(db, now, FLEET, duration=960)
+    print(f"build_fleet_16min_s: {time.perf_counter() - t0:.1f}")
+    settings = load_settings(None, {"targets": fleet_targets(FLEET), "storage": {"path": str(db)}})
+    store = Store(db)
+    evaluator = Evaluator.from_settings(
+        settings,
+        store,
+        diagnosis_config(settings),
+        targets=dict,
+        ui_base_url="http://127.0.0.1",
+        background_slo=True,  # as the service: SLO counts refreshed beside the rounds
+    )
+    # The rounds are the set-up here, not what is timed: unpaced (no scrape loop to leave
+    # room for), every 2 minutes (the strips' reach: ``app.ui.data.MAX_ROUND_SPACING_S``)
+    # where a service runs one every 15 s — its rings hold 64 classes a stream, these 9.
+    round_module.BACKGROUND_SHARE = 1.0
+    t0 = time.perf_counter()
+    ends = [now - 900 + 120 * k for k in range(8)] + [now]
+    for end in ends:
+        evaluator.run(end)
+    print(f"rounds_s: {time.perf_counter() - t0:.1f} ({len(ends)} rounds over 15 minutes)")
+    t0 = time.perf_counter()
+    kept = keep(evaluator, now)
+    print(f"overview_1000_keep_ms: {(time.perf_counter() - t0) * 1e3:.0f} ({kept} streams)")
+    state = ResumeStore(store).take(NAME)
+    assert state is not None
+    print(f"overview_1000_kept_kb: {len(state.payload) / 1e3:.0f}")
+    evaluator.slos.stop(60.0)  # its SLO refresh thread reads the store: it ends first
+    store.close()
+    firsts, resumes = [], []
+    for _ in range(restarts):
+        store = Store(db)
+        ResumeStore(store).put(NAME, state)  # as the stop left it
+        store.close()
+        out = subprocess.run(
+            [sys.executable, __file__, "--restart-child", str(db), str(now)],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        got = json.loads(out.stdout.strip().splitlines()[-1])
+        assert got["resumed"] == FLEET and got["from_rounds"] == CARDS_PER_PAGE, got
+        firsts.append(got["first_s"])
+        resumes.append(got["resume_s"])
+    first_ms = [x * 1e3 for x in firsts]
+    resume_ms = [x * 1e3 for x in resumes]
+    print(
+        f"overview_1000_after_restart_ms: median {statistics.median(first_ms):.0f}, "
+        f"p95 {p95(first_ms):.0f} over {restarts} processes"
+    )
+    print(
+        f"overview_1000_resume_ms: median {statistics.median(resume_ms):.0f}, "
+        f"p95 {p95(resume_ms):.0f}"
+    )
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=20, help="timed requests per query")
-    ap.add_argument("--only", choices=["overview", "windows"], help="one of the two benches")
+    ap.add_argument(
+        "--only", choices=["overview", "restart", "windows"], help="one of the three benches"
+    )
+    ap.add_argument("--restarts", type=int, default=5, help="fresh processes after a restart")
+    ap.add_argument("--restart-child", nargs=2, metavar=("DB", "NOW"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.restart_child:
+        return restart_child(args.restart_child[0], float(args.restart_child[1]))
     now = math.floor(time.time() / 60) * 60
     with tempfile.TemporaryDirectory(prefix="pw-bench-q-") as name:
         tmp = Path(name)
         if args.only in (None, "overview"):
             bench_overview(tmp, now, args.runs)
+        if args.only in (None, "restart"):
+            bench_restart(tmp, now, args.restarts)
         if args.only in (None, "windows"):
             bench_windows(tmp, now, args.runs)
     return 0

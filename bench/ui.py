@@ -150,11 +150,12 @@ def progress(what: str) -> None:
     print(f"[{time.perf_counter() - T_START:6.1f} s] {what}", file=sys.stderr, flush=True)
 
 
-def build_fleet(db: Path, now: float, n: int) -> None:
-    """10 minutes of 5 s intervals ending at ``now`` for ``n`` targets, a model each
-    (``replica-0000``…, model ``<model>-<i>``), written as the collector writes a round."""
+def build_fleet(db: Path, now: float, n: int, duration: int = 600) -> None:
+    """``duration`` s (10 minutes) of 5 s intervals ending at ``now`` for ``n`` targets, a
+    model each (``replica-0000``…, model ``<model>-<i>``), written as the collector writes
+    a round."""
     with tempfile.TemporaryDirectory() as tmp:
-        rec = read_scrapes(record("healthy", Path(tmp), duration=600, seed=3, start_unix=0))
+        rec = read_scrapes(record("healthy", Path(tmp), duration=duration, seed=3, start_unix=0))
     ((model, deltas),) = rec.deltas.items()
     off = now - deltas[-1].end
     store = Store(db)

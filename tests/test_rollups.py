@@ -25,6 +25,7 @@ from app.sim.record import record
 from app.sources.recording import list_pages, record_into
 from app.store.codec import decode_delta
 from app.store.diagnoses import DiagnosisStore
+from app.store.schema import MIGRATIONS
 from app.store.sqlite import Store
 from app.windows.aggregate import windows
 from app.windows.from_rollups import rollup_windows
@@ -215,7 +216,7 @@ def test_a_store_written_before_rollups_is_migrated_and_back_filled(tmp_path: Pa
     old.close()
 
     store = Store(path)
-    assert store.schema_version == 4
+    assert store.schema_version == len(MIGRATIONS)
     assert _raw(store) == written  # readable before any roll-up
     lo, hi = _span(written)
     want = windows(written, start=lo, end=hi, length=60, step=60, target=TARGET, model_name=MODEL)

@@ -40,6 +40,21 @@ class RecentClasses:
                 if not ring:
                     del self._by_stream[key]
 
+    def rings(self) -> dict[tuple[str, str], tuple[Judged, ...]]:
+        """Every stream's classes, oldest first (what a stopping service keeps)."""
+        with self._lock:
+            return {k: tuple(ring) for k, ring in self._by_stream.items()}
+
+    def restore(self, rings: dict[tuple[str, str], tuple[Judged, ...]], now: float) -> None:
+        """Start from ``rings`` (a former service's), without what is older than
+        ``keep_s`` before ``now``; streams already held keep their own."""
+        oldest = now - self.keep_s
+        with self._lock:
+            for key, judged in rings.items():
+                kept = deque(j for j in judged if j[0] >= oldest)
+                if kept and key not in self._by_stream:
+                    self._by_stream[key] = kept
+
     def get(self, target: str, model: str) -> tuple[Judged, ...]:
         with self._lock:
             return tuple(self._by_stream.get((target, model), ()))

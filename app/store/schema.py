@@ -138,6 +138,16 @@ MIGRATIONS: tuple[str, ...] = (
     ALTER TABLE diagnoses_rows RENAME TO diagnoses;
     CREATE UNIQUE INDEX diagnoses_key ON diagnoses(stream_id, end_ts);
     """,
+    # 5: what a stopping service leaves for the next one (app.store.resume): one row per
+    # kind of state, taken (read and deleted) by the next start.
+    """
+    CREATE TABLE resume_state(
+        name TEXT PRIMARY KEY,
+        taken REAL NOT NULL,
+        fingerprint TEXT NOT NULL,
+        payload BLOB NOT NULL
+    );
+    """,
 )
 
 
