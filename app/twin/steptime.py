@@ -26,9 +26,13 @@ memory-bound — and on its side the step is a line in the four terms, so the eq
 linear: ``y ≈ steps·base + seqs·per_seq + tokens·per_token + ctx·per_context`` with the
 memory-bound steps' count and context in ``steps``/``ctx`` and the compute-bound steps'
 tokens in ``tokens``. The sides are found by iteration: first every chunk step is taken as
-compute-bound, then each is put on the side the fitted terms give it, and the fit is made
-again (``ROUNDS``). Weighted least squares on relative errors, with a weak pull (ridge)
-toward a prior per term; a slope the data do not pin down — negative, or less than
+compute-bound and every decode-only step (a token per running sequence) as memory-bound,
+then each step, decode-only ones included, is put on the side the fitted terms give it —
+the side the engine will price it on — and the fit is made again (``ROUNDS``); where the
+sides do not settle (a few windows of one load level can make the rounds cycle), the
+round's model that explains the observations best, each step on its own side, is kept.
+Weighted least squares on relative errors, with a weak pull (ridge) toward a prior per
+term; a slope the data do not pin down — negative, or less than
 ``MIN_T`` standard errors from 0 (its feature moves with another, or too little) — keeps
 its prior, said in a warning (one load level gives no batch-size slope: the step is
 taken as flat in the batch, as a bandwidth-bound decode is). No term is negative.
@@ -174,7 +178,13 @@ def _row(o: Observation, m: StepModel | None) -> Row:
             row = _add(row, _add(step, (0.0, chunks * max(o.running, 1.0), 0.0, 0.0, 0.0)), share)
         return row
     q = o.chunk_share
-    row = _add((1.0 - q, o.running, 0.0, (1.0 - q) * o.context, 0.0), row)
+    # The decode-only steps (a token per running sequence) on their side of the roofline
+    # too, as the engine prices them (``StepModel.step_time``); memory-bound at first.
+    if m is None:
+        decode: Row = (1.0 - q, 0.0, 0.0, (1.0 - q) * o.context, 0.0)
+    else:
+        decode = _step_row(m, o.running, o.context, 1.0 - q)
+    row = _add(_add(decode, (0.0, o.running, 0.0, 0.0, 0.0)), row)
     if q > 0:
         for u in o.spread:
             tokens = min(o.prompt * u, o.budget) + o.others
@@ -195,7 +205,9 @@ def fit_step(obs: list[Observation], priors: dict[str, tuple[float, str]]) -> St
     if not any(o.kind != "prefill" for o in obs):
         return None
     model: StepModel | None = None
-    sources: dict[str, str] = {}
+    # Each round's model, priced with its own sides of the roofline; where the sides do
+    # not settle (few windows: the rounds cycle), the one that explains the data best.
+    tried: list[tuple[float, StepModel, dict[str, str]]] = []
     for _ in range(ROUNDS):
         rows = [(_row(o, model), o) for o in obs]
         values, sources = _fit_terms(rows, priors)
@@ -205,7 +217,8 @@ def fit_step(obs: list[Observation], priors: dict[str, tuple[float, str]]) -> St
         if new == model:
             break
         model = new
-    assert model is not None
+        tried.append((_residual(obs, model), model, sources))
+    _, model, sources = min(tried, key=lambda t: t[0])
     warnings: list[str] = []
     if not any(r[2] > 0 for r, _ in ((_row(o, model), o) for o in obs)):
         warnings.append(
