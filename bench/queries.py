@@ -62,6 +62,19 @@ from app.ui.source import StoreSource, TargetInfo  # noqa: E402
 from app.windows.aggregate import windows  # noqa: E402
 
 
+def fleet_evaluator(settings: Settings, store: Store, *, background_slo: bool = False) -> Evaluator:
+    """The service's evaluator over the fleet's store (no live targets: every stream is read
+    from the store)."""
+    return Evaluator.from_settings(
+        settings,
+        store,
+        diagnosis_config(settings),
+        targets=dict,
+        ui_base_url="http://127.0.0.1",
+        background_slo=background_slo,
+    )
+
+
 def p95(xs: list[float]) -> float:
     return sorted(xs)[max(0, math.ceil(0.95 * len(xs)) - 1)]
 
@@ -144,13 +157,7 @@ def bench_overview(tmp: Path, now: float, runs: int) -> None:
     print(f"overview_1000_cold_ms: {times[0] * 1e3:.0f}")
     print(f"overview_1000_warm_p95_ms: {p95(times[1:]) * 1e3:.0f}")
     # Inside the service: an evaluation round has run (what it computes every round).
-    evaluator = Evaluator.from_settings(
-        settings,
-        store,
-        diagnosis_config(settings),
-        targets=dict,
-        ui_base_url="http://127.0.0.1",
-    )
+    evaluator = fleet_evaluator(settings, store)
     evaluator.run(now)
     fed = UiData(
         StoreSource(lambda: store, targets=lambda: infos, clock=lambda: now, settled=0.0),
@@ -195,9 +202,7 @@ def restart_child(db: str, now: float) -> int:
     """A fresh process after a restart: take back the kept rounds, time the first view."""
     settings = load_settings(None, {"targets": fleet_targets(FLEET), "storage": {"path": db}})
     store = Store(Path(db))
-    evaluator = Evaluator.from_settings(
-        settings, store, diagnosis_config(settings), targets=dict, ui_base_url="http://127.0.0.1"
-    )
+    evaluator = fleet_evaluator(settings, store)
     t0 = time.perf_counter()
     resumed = resume(evaluator, now)
     took_resume = time.perf_counter() - t0
@@ -227,14 +232,8 @@ def bench_restart(tmp: Path, now: float, restarts: int) -> None:
     print(f"build_fleet_16min_s: {time.perf_counter() - t0:.1f}")
     settings = load_settings(None, {"targets": fleet_targets(FLEET), "storage": {"path": str(db)}})
     store = Store(db)
-    evaluator = Evaluator.from_settings(
-        settings,
-        store,
-        diagnosis_config(settings),
-        targets=dict,
-        ui_base_url="http://127.0.0.1",
-        background_slo=True,  # as the service: SLO counts refreshed beside the rounds
-    )
+    # As the service: SLO counts refreshed beside the rounds.
+    evaluator = fleet_evaluator(settings, store, background_slo=True)
     # The rounds are the set-up here, not what is timed: unpaced (no scrape loop to leave
     # room for), every 2 minutes (the strips' reach: ``app.ui.data.MAX_ROUND_SPACING_S``)
     # where a service runs one every 15 s — its rings hold 64 classes a stream, these 9.

@@ -56,6 +56,16 @@ def _rounds(ev: Evaluator, now: float) -> None:
         ev.run(now - RECENT_S - 15 + 15 * k)
 
 
+def _judged(tmp_path: Path) -> tuple[float, Settings, Store, Evaluator]:
+    """A store with 20 minutes of one stream and an evaluator that judged its last 15."""
+    now = math.floor(time.time() / 15) * 15
+    settings = _settings(tmp_path)
+    store = _recorded(tmp_path, now)
+    before = _evaluator(settings, store)
+    _rounds(before, now)
+    return now, settings, store, before
+
+
 def _ui(store: Store, ev: Evaluator, settings: Settings, now: float) -> UiData:
     infos = [TargetInfo("r0", URL, True, None, None, ())]
     data = UiData(
@@ -68,11 +78,7 @@ def _ui(store: Store, ev: Evaluator, settings: Settings, now: float) -> UiData:
 
 
 def test_a_restart_takes_back_the_last_rounds_once(tmp_path: Path) -> None:
-    now = math.floor(time.time() / 15) * 15
-    settings = _settings(tmp_path)
-    store = _recorded(tmp_path, now)
-    before = _evaluator(settings, store)
-    _rounds(before, now)
+    now, settings, store, before = _judged(tmp_path)
     assert keep(before, now) == 1
     after = _evaluator(settings, store)  # a fresh process: no rounds of its own
     assert after.latest_streams == [] and len(after.recent) == 0
@@ -99,11 +105,7 @@ def test_a_restart_takes_back_the_last_rounds_once(tmp_path: Path) -> None:
 
 
 def test_another_slo_or_an_old_state_is_not_taken_back(tmp_path: Path) -> None:
-    now = math.floor(time.time() / 15) * 15
-    settings = _settings(tmp_path)
-    store = _recorded(tmp_path, now)
-    before = _evaluator(settings, store)
-    _rounds(before, now)
+    now, settings, store, before = _judged(tmp_path)
     keep(before, now)
     changed = _evaluator(_settings(tmp_path, ttft_p99=0.5), store)
     assert resume(changed, now + 3.0) == 0 and changed.latest_streams == []
