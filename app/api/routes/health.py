@@ -12,6 +12,7 @@ from pydantic import Field
 from app.alerts.receivers.http import DeliveryErrorKind
 from app.api.deps import SelfMetricsDep, ServiceDep, StoreDep
 from app.api.schemas import Answer
+from app.service import health
 from app.store.health import StoreErrorKind
 
 router = APIRouter()
@@ -109,7 +110,7 @@ class ComponentsPublic(Answer):
 def healthz(service: ServiceDep) -> dict[str, Any]:
     """Liveness: the process answers and its scheduler runs; the rounds each job has
     finished so far (scrape, alert evaluation, outbox send)."""
-    return service.liveness(time.time())
+    return health.liveness(service, time.time())
 
 
 @router.get("/api/v1/health/components", tags=["health"], response_model=ComponentsPublic)
@@ -117,7 +118,7 @@ def components(service: ServiceDep) -> dict[str, Any]:
     """The store (write errors by kind), the outbox backlog, each receiver's last error
     kind, the configuration's last load, each discovery config's last look and a summary
     of target health; ``status`` is ``degraded`` when one fails (a refused reload too)."""
-    return service.components(time.time())
+    return health.components(service, time.time())
 
 
 @router.get(

@@ -1,34 +1,26 @@
-"""The running service: store, source, evaluation, alerting, scheduler and self-metrics.
-
-The source yields scrapes into the store (``app.sources``); the evaluation round reads
-them back (``app.evaluate``); the alert engine judges the round's instances
-(``app.alerts``); the read side serves them (``app.read``).
-
-Built by :func:`app.main.create_app` inside the FastAPI lifespan (never at import), so
-tests and the CLI can build as many independent services as they like.
+"""The :class:`Service`: what one phasewatch process owns and the scheduler's jobs
+(scrape, evaluate, send, stream metrics, roll-ups, retention, heap trim, hint effects),
+its start and its stop. The package's docstring (:mod:`app.service`) says how the parts
+connect.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import socket
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any
 
 from apscheduler.schedulers.asyncio import AsyncIOScheduler
 
-from app.alerts.outbox import ReceiverHealth
 from app.alerts.runtime import OUTBOX_JOB_ID, Alerting
 from app.alerts.state import Evaluation
 from app.config import Settings
-from app.diagnose import Diagnosis
 from app.evaluate.resume import keep, resume
 from app.evaluate.round import Evaluator
 from app.evaluate.settings import diagnosis_config
@@ -36,7 +28,6 @@ from app.fleet.slo import attainment
 from app.fleet.tracker import SloStatus
 from app.heap import limit_arenas, trim
 from app.logs import quiet_job_overlaps
-from app.model import Window
 from app.pacing import BACKGROUND_SHARE, Pacer
 from app.probemetrics import build_probe_metrics
 from app.read.effects import TwinEffects
@@ -59,6 +50,8 @@ from app.selfmetrics import (
     update_slo_metrics,
     update_stream_metrics,
 )
+from app.service.clock import RoundClock
+from app.service.readings import stream_reading
 from app.sources.base import Source
 from app.sources.combined import CombinedSource
 from app.sources.discovery import discovery_for
@@ -86,31 +79,6 @@ HEAP_TRIM_EVERY_S = 5.0
 SLO_STOP_TIMEOUT_S = 10.0
 # …and the scheduled jobs that are running (a roll-up ends after its current chunk).
 JOBS_STOP_TIMEOUT_S = 10.0
-
-
-@dataclass
-class RoundClock:
-    """The scrape job's schedule: rounds are due at ``anchor + k * interval``.
-
-    :meth:`started` maps a round's start time to the slot it serves (the latest one due)
-    and counts the slots since the previous round that got no round of their own — a
-    round that overran, a stalled loop, or a misfire APScheduler coalesced or skipped.
-    """
-
-    anchor: float
-    interval: float
-    last_slot: float | None = None
-
-    def started(self, now: float) -> tuple[float, int]:
-        """Return (the slot this round serves, slots missed since the previous round)."""
-        # A timer may fire a hair early; a millisecond of slack keeps it in its own slot.
-        k = max(0, math.floor((now - self.anchor) / self.interval + 1e-3 / self.interval))
-        slot = self.anchor + k * self.interval
-        missed = 0
-        if self.last_slot is not None:
-            missed = max(0, round((slot - self.last_slot) / self.interval) - 1)
-        self.last_slot = slot
-        return slot, missed
 
 
 class Service:
@@ -294,8 +262,8 @@ class Service:
         is fresh, its readings are taken instead of doing the work again.
         """
         if self._alert_round_fresh(now):
-            return [_reading(w, d) for w, d in self.evaluator.latest_streams]
-        return [_reading(w, d) for w, d in self.evaluator.stream_windows(now)]
+            return [stream_reading(w, d) for w, d in self.evaluator.latest_streams]
+        return [stream_reading(w, d) for w, d in self.evaluator.stream_windows(now)]
 
     def evaluate_slos(self, now: float) -> list[SloStatus]:
         """Every SLO on every fleet at ``now`` (blocking: store reads; counts are cached in
@@ -379,66 +347,6 @@ class Service:
         """Give the C heap's free pages back to the system (:mod:`app.heap`): a round's
         pages, windows and store reads are freed, but glibc would keep them."""
         trim()
-
-    def liveness(self, now: float) -> dict[str, Any]:
-        """Whether the scheduler runs (``starting`` until it does), the rounds each job has
-        finished so far (scrape, alert evaluation, outbox send) and the components' status."""
-        return {
-            "status": "ok" if self.scheduler.running else "starting",
-            "targets": len(self.source.targets()),
-            "rounds": self.source.rounds,
-            "evaluations": self.alerting.evaluations,
-            "send_rounds": self.alerting.send_rounds,
-            "schema_version": self.store.schema_version,
-            "components": self.components(now)["status"],
-        }
-
-    def components(self, now: float) -> dict[str, Any]:
-        """Health of what the service needs besides its targets: the store's write path,
-        the outbox backlog and each receiver (this process's last attempt). ``status`` is
-        ``degraded`` while the store refuses writes or a receiver's last attempt failed;
-        target health is summarised (``down`` counts targets per error kind)."""
-        store = self.store.health()
-        backlog: int | None = None
-        oldest_age: float | None = None
-        try:
-            backlog, oldest = self.alerting.outbox.backlog()
-            oldest_age = None if oldest is None else max(0.0, now - oldest)
-        except sqlite3.Error as exc:
-            log.warning("outbox backlog unreadable (store %s: %s)", error_kind(exc), exc)
-        receivers = []
-        for r in self.alerting.engine.receivers:
-            h = self.alerting.sender.health.get(r.id, ReceiverHealth())
-            receivers.append({"id": r.id, "kind": r.kind, "ok": h.ok, **asdict(h)})
-        down: dict[str, int] = {}
-        problems: dict[str, int] = {}  # what up targets' last scrapes left out
-        up = 0
-        targets = self.source.targets()
-        for state in targets.values():
-            rec = state.last_record
-            if rec is not None and rec.ok:
-                up += 1
-                for kind in state.problems:
-                    problems[kind] = problems.get(kind, 0) + 1
-            else:
-                kind = rec.error_kind or "other" if rec is not None else "not_scraped"
-                down[kind] = down.get(kind, 0) + 1
-        ok = store.ok and all(r["ok"] for r in receivers) and self.reload_status.successful
-        discovery = getattr(self.scraped.discovery, "health", None) if self.scraped else None
-        return {
-            "status": "ok" if ok else "degraded",
-            "config": asdict(self.reload_status),
-            "discovery": discovery() if discovery is not None else [],
-            "store": asdict(store),
-            "outbox": {"backlog": backlog, "oldest_undelivered_age_s": oldest_age},
-            "receivers": receivers,
-            "targets": {
-                "total": len(targets),
-                "up": up,
-                "down": down,
-                "problems": problems,
-            },
-        }
 
     def start(self) -> None:
         """Start the scheduled jobs on the running event loop, from the last rounds a
@@ -527,17 +435,3 @@ class Service:
         except Exception:
             log.exception("could not keep the last rounds for the next start")
         self.store.close()
-
-
-def _reading(w: Window, d: Diagnosis) -> StreamReading:
-    kv = w.gauges.get("kv_usage")
-    waiting = w.gauges.get("waiting")
-    return StreamReading(
-        target=w.target,
-        model_name=w.model_name,
-        ttft_p99=d.ttft_p99,
-        itl_p99=d.itl_p99,
-        kv_usage_max=kv.max if kv is not None else None,
-        waiting_avg=waiting.avg if waiting is not None else None,
-        diagnosis_class=d.cls.value,
-    )
