@@ -12,6 +12,9 @@ and the diagnosis itself.
   data each — every stream's card (``UiData.cards``: latest window, diagnosis and figures,
   worst first), then the class strip of the page's 24 cards (``UiData.with_recent``) —
   cold (first call of a fresh ``UiData``) and warm (p95 of the later calls).
+  ``overview_1000_fleets_cold_ms``: the rest of the overview's first answer outside the
+  service — every fleet's SLO budgets (the counts of every stream computed) and the fleet
+  list (every fleet's imbalance in its latest window).
   ``overview_1000_cold_in_service_ms``: the same first call inside the service, once its
   evaluation round has run (the round's latest windows order the cards; measured on a
   fresh ``UiData`` fed by a real ``Evaluator``'s round over the same store); and
@@ -22,7 +25,9 @@ and the diagnosis itself.
   that long judged them; one every 2 minutes), kept as ``Service.stop`` keeps them; then
   ``--restarts`` fresh Python processes each take them back as ``Service.start`` does
   (``resume_ms``) and time the overview's first call, fed as ``app.ui.mount`` feeds it
-  (median and p95 over the processes). ``keep_ms``/``kept_kb``: the stop's cost.
+  (median and p95 over the processes), with the fleets' part of the answer: the budgets
+  of the SLO evaluation kept and the fleet list on the kept round's windows
+  (``…_cards_and_fleets_ms``). ``keep_ms``/``kept_kb``: the stop's cost.
 * ``diagnosis_windows_per_s``: ``diagnose()`` over the day's 1,440 windows, pure CPU.
 
 Reproduce: ``.venv/bin/python bench/queries.py [--runs 20] [--restarts 5]``.
@@ -53,10 +58,12 @@ from app.evaluate import round as round_module  # noqa: E402
 from app.evaluate.resume import NAME, keep, resume  # noqa: E402
 from app.evaluate.round import Evaluator  # noqa: E402
 from app.evaluate.settings import diagnosis_config  # noqa: E402
+from app.fleet.specs import slo_specs  # noqa: E402
 from app.main import create_app  # noqa: E402
 from app.store.resume import ResumeStore  # noqa: E402
 from app.store.sqlite import Store  # noqa: E402
 from app.ui.data import UiData  # noqa: E402
+from app.ui.fleetdata import FleetData, FleetOptions  # noqa: E402
 from app.ui.pages.overview import CARDS_PER_PAGE  # noqa: E402
 from app.ui.source import StoreSource, TargetInfo  # noqa: E402
 from app.windows.aggregate import windows  # noqa: E402
@@ -153,6 +160,20 @@ def bench_overview(tmp: Path, now: float, runs: int) -> None:
         page = data.with_recent(data.cards()[:CARDS_PER_PAGE])
         times.append(time.perf_counter() - t0)
         assert len(page) == CARDS_PER_PAGE
+    fleets = FleetData(
+        data.source,
+        data.config,
+        FleetOptions.from_config(
+            settings.fleet, settings.storage, slo_specs(settings), settings.targets
+        ),
+    )
+    t0 = time.perf_counter()
+    fleets.budgets()
+    fleets.summaries()
+    print(
+        f"overview_1000_fleets_cold_ms: {(time.perf_counter() - t0) * 1e3:.0f}"
+        " (the budgets and the fleet list, no evaluation run: the SLO counts computed)"
+    )
     print(f"overview_1000_cards: {len(data.cards())}")
     print(f"overview_1000_cold_ms: {times[0] * 1e3:.0f}")
     print(f"overview_1000_warm_p95_ms: {p95(times[1:]) * 1e3:.0f}")
@@ -207,8 +228,22 @@ def restart_child(db: str, now: float) -> int:
     resumed = resume(evaluator, now)
     took_resume = time.perf_counter() - t0
     data = _fleet_ui(store, settings, now, evaluator)
+    fleets = FleetData(
+        data.source,
+        data.config,
+        FleetOptions.from_config(
+            settings.fleet, settings.storage, slo_specs(settings), settings.targets
+        ),
+        tracker=lambda: evaluator.tracker,
+    )
+    fleets.round_windows = lambda: evaluator.latest_streams
+    # What the overview's callback computes (``app.ui.pages.overview.register``).
     t0 = time.perf_counter()
-    page = data.with_recent(data.cards()[:CARDS_PER_PAGE])
+    cards = data.cards()
+    fleets.budgets()
+    fleets.summaries()
+    t1 = time.perf_counter()
+    page = data.with_recent(cards[:CARDS_PER_PAGE])
     took = time.perf_counter() - t0
     from_rounds = sum(1 for c in page if c.recent and all(p.requests == 0.0 for p in c.recent))
     store.close()
@@ -218,6 +253,7 @@ def restart_child(db: str, now: float) -> int:
                 "resumed": resumed,
                 "resume_s": took_resume,
                 "first_s": took,
+                "cards_fleets_s": t1 - t0,
                 "from_rounds": from_rounds,
             }
         )
@@ -242,6 +278,9 @@ def bench_restart(tmp: Path, now: float, restarts: int) -> None:
     ends = [now - 900 + 120 * k for k in range(8)] + [now]
     for end in ends:
         evaluator.run(end)
+    # The SLO budgets as of the last round (the service's stream-metrics job keeps them
+    # fresh every window step; a round refreshes them in the background).
+    evaluator.slo_statuses(now)
     print(f"rounds_s: {time.perf_counter() - t0:.1f} ({len(ends)} rounds over 15 minutes)")
     t0 = time.perf_counter()
     kept = keep(evaluator, now)
@@ -251,7 +290,7 @@ def bench_restart(tmp: Path, now: float, restarts: int) -> None:
     print(f"overview_1000_kept_kb: {len(state.payload) / 1e3:.0f}")
     evaluator.slos.stop(60.0)  # its SLO refresh thread reads the store: it ends first
     store.close()
-    firsts, resumes = [], []
+    firsts, resumes, fleets_part = [], [], []
     for _ in range(restarts):
         store = Store(db)
         ResumeStore(store).put(NAME, state)  # as the stop left it
@@ -265,12 +304,17 @@ def bench_restart(tmp: Path, now: float, restarts: int) -> None:
         got = json.loads(out.stdout.strip().splitlines()[-1])
         assert got["resumed"] == FLEET and got["from_rounds"] == CARDS_PER_PAGE, got
         firsts.append(got["first_s"])
+        fleets_part.append(got["cards_fleets_s"])
         resumes.append(got["resume_s"])
     first_ms = [x * 1e3 for x in firsts]
     resume_ms = [x * 1e3 for x in resumes]
     print(
         f"overview_1000_after_restart_ms: median {statistics.median(first_ms):.0f}, "
         f"p95 {p95(first_ms):.0f} over {restarts} processes"
+    )
+    print(
+        "overview_1000_after_restart_cards_and_fleets_ms: median "
+        f"{statistics.median(fleets_part) * 1e3:.0f} (cards, budgets, the fleet list)"
     )
     print(
         f"overview_1000_resume_ms: median {statistics.median(resume_ms):.0f}, "

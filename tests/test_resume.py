@@ -93,6 +93,10 @@ def test_a_restart_takes_back_the_last_rounds_once(tmp_path: Path) -> None:
         d0.ttft_p99,
     )
     assert after.recent.get("r0", w.model_name) == before.recent.get("r0", w.model_name)
+    # …and the SLO budgets of the last evaluation (the overview's, while fresh).
+    assert after.tracker.last and [(s.key, s.end, s.budget) for s in after.tracker.last] == [
+        (s.key, s.end, s.budget) for s in before.tracker.last
+    ]
     # The overview takes them: the card is the kept diagnosis, the strip the rounds'.
     data = _ui(store, after, settings, now)
     cards = data.with_recent(data.cards())

@@ -114,3 +114,50 @@ def test_without_slos_there_is_no_budget(store: Store) -> None:
     assert fd.statuses() == [] and fd.budgets_of("r0", MODEL) == []
     key, members = next(iter(fd.groups().items()))
     assert fd.slo_series(key, members, START, START + DURATION) == []
+
+
+def test_the_fleet_list_judges_imbalance_on_the_rounds_windows_while_fresh(store: Store) -> None:
+    """Inside the service the overview's fleet list reads the evaluation round's latest
+    windows (``round_windows``) instead of windowing every replica again: the same flags,
+    no store read for them; a round older than two steps and the store is read."""
+    from app.diagnose import diagnose
+    from app.windows.aggregate import window
+
+    fd = _data(store, _options(Settings()))
+    reads: list[str] = []
+    source = fd.source
+    intervals = source.intervals
+
+    def counted(target: str, model: str, start: float, end: float) -> list:  # type: ignore[type-arg]
+        reads.append(target)
+        return intervals(target, model, start, end)
+
+    source.intervals = counted  # type: ignore[method-assign]
+
+    def round_at(end: float) -> list:  # type: ignore[type-arg]
+        out = []
+        for t in ("r0", "r1", "r2"):
+            w = window(
+                store.intervals(t, MODEL, end - 60, end),
+                start=end - 60,
+                end=end,
+                target=t,
+                model_name=MODEL,
+            )
+            out.append((w, diagnose(w, DEFAULT_CONFIG)))
+        return out
+
+    end = START + DURATION
+    fd.statuses()  # the budgets, memoised for this end (they read counts, not windows)
+    reads.clear()
+    (from_store,) = fd.summaries()
+    assert from_store.flagged == ("r2",) and sorted(reads) == ["r0", "r1", "r2"]
+    reads.clear()
+    fresh = round_at(end - 5.0)  # a round between two of the UI's steps
+    fd.round_windows = lambda: fresh
+    (summary,) = fd.summaries()
+    assert summary == from_store and reads == []
+    stale = round_at(end - 45.0)  # three steps behind: not used
+    fd.round_windows = lambda: stale
+    (summary,) = fd.summaries()
+    assert summary == from_store and sorted(reads) == ["r0", "r1", "r2"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.config import FleetConfig, StorageConfig, TargetConfig
-from app.diagnose import DiagnosisConfig
+from app.diagnose import Diagnosis, DiagnosisConfig
 from app.fleet.aggregate import FleetKey, fleet_window, group_streams
 from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds, find_imbalance
@@ -25,9 +25,10 @@ from app.fleet.pools import imbalance_within_pools, probe_targets, roles_from_la
 from app.fleet.slo import Budget, SloSpec, attainment, window_counts
 from app.fleet.specs import imbalance_thresholds
 from app.fleet.tracker import SloStatus, SloTracker, matches
-from app.fleet.view import FleetView, fleet_view
+from app.fleet.view import FleetView, fleet_view, view_of
 from app.model import Quantile, Window
-from app.ui.data import STEPS, resolution
+from app.probeconfig import PROBE_LABEL
+from app.ui.data import FRESH_STEPS, STEPS, resolution
 from app.ui.source import grid_windows
 
 FLEET_BUDGET = 360
@@ -215,6 +216,10 @@ class FleetData:
         self._tracker = tracker or make
         self._lock = threading.Lock()
         self._statuses: tuple[float, list[SloStatus]] | None = None
+        # Inside the service: the evaluation round's latest window of every stream (as
+        # ``UiData.latest``); the overview's fleet list judges imbalance on them while they
+        # are fresh instead of windowing every stream again on each refresh.
+        self.round_windows: Callable[[], Sequence[tuple[Window, Diagnosis]]] | None = None
 
     # -- fleets ---------------------------------------------------------------------------
     def groups(self) -> dict[FleetKey, list[str]]:
@@ -393,11 +398,51 @@ class FleetData:
 
     # -- overview ---------------------------------------------------------------------------
     def summaries(self) -> list[FleetSummary]:
-        """Every fleet's replicas, imbalance in the latest window and budgets."""
+        """Every fleet's replicas, imbalance in the latest window and budgets: from the
+        evaluation round's windows where they are fresh for every replica (a fleet with
+        probes reads the store: the probes' windows are not the round's)."""
         statuses = self.statuses()
+        budgets: dict[FleetKey, list[tuple[str, Budget]]] = {}
+        for s in statuses:
+            budgets.setdefault(s.key, []).append((s.spec.name, s.budget))
+        fresh = self._fresh_windows()
+        labels_of = self.options.labels_of
+        roles = roles_from_labels(labels_of)
+        # Only labelled probes can be a fleet's probes (``probe_targets``): the rest are
+        # not looked at 1,000 times over.
+        streams = [s for s in self.source.streams() if PROBE_LABEL in labels_of.get(s[0], {})]
         out = []
         for key, members in self.groups().items():
-            view = self.latest(key, members, diagnose_replicas=False)
-            budgets = tuple((s.spec.name, s.budget) for s in statuses if s.key == key)
-            out.append(FleetSummary(key, tuple(members), view.imbalance.flagged, budgets))
+            ws = [fresh.get((t, key.model_name)) for t in members]
+            judged = [w for w in ws if w is not None]
+            if len(judged) == len(ws) and judged and not probe_targets(streams, labels_of, key):
+                start, end = judged[0].start, judged[0].end
+                view = view_of(
+                    key,
+                    judged,
+                    start,
+                    end,
+                    self.config,
+                    self.options.thresholds,
+                    False,
+                    roles=roles,
+                )
+            else:
+                view = self.latest(key, members, diagnose_replicas=False)
+            flagged = view.imbalance.flagged
+            out.append(FleetSummary(key, tuple(members), flagged, tuple(budgets.get(key, ()))))
         return out
+
+    def _fresh_windows(self) -> dict[tuple[str, str], Window]:
+        """The round's latest windows at most ``FRESH_STEPS`` steps behind the latest
+        window end, all of one end (none outside the service)."""
+        if self.round_windows is None:
+            return {}
+        oldest = self.aligned_end(self.source.now()) - FRESH_STEPS * self.step
+        got = [
+            w
+            for w, _ in self.round_windows()
+            if w.end >= oldest and w.end - w.start >= self.length - 1e-6
+        ]
+        last = max((w.end for w in got), default=None)
+        return {(w.target, w.model_name): w for w in got if w.end == last}

@@ -175,6 +175,7 @@ def mount_live(
         step=window.step,
         tracker=tracker,
     )
+    fleets.round_windows = latest
     # The service's twin answers (headroom, the hints' effects its job priced), once it runs.
     twin = TwinCache(
         shared=lambda: getattr(getattr(app.state, "service", None), "twin_cache", None)
