@@ -214,6 +214,8 @@ class FleetData:
             return own[0]
 
         self._tracker = tracker or make
+        # The P/D roles the targets' labels give (``app.fleet.pools``), once.
+        self.roles = roles_from_labels(options.labels_of)
         self._lock = threading.Lock()
         self._statuses: tuple[float, list[SloStatus]] | None = None
         # Inside the service: the evaluation round's latest window of every stream (as
@@ -253,10 +255,14 @@ class FleetData:
         end: float | None = None,
         *,
         diagnose_replicas: bool = True,
+        streams: Sequence[tuple[str, str]] | None = None,
     ) -> FleetView:
-        """The fleet's window ending at ``end`` (default: the latest one)."""
+        """The fleet's window ending at ``end`` (default: the latest one); ``streams``:
+        the source's streams where the caller has them (its probes are found there)."""
         e = self.aligned_end(self.source.now()) if end is None else end
         labels_of = self.options.labels_of
+        if streams is None:
+            streams = self.source.streams()
         return fleet_view(
             self.source,
             key,
@@ -268,8 +274,8 @@ class FleetData:
             diagnose_replicas=diagnose_replicas,
             # A P/D fleet: roles from the targets' labels (else the pages), and the
             # probes of its model for the client's TTFT (``app.fleet.pools``).
-            roles=roles_from_labels(labels_of),
-            probes=probe_targets(self.source.streams(), labels_of, key),
+            roles=self.roles,
+            probes=probe_targets(streams, labels_of, key),
         )
 
     def series(
@@ -298,7 +304,7 @@ class FleetData:
                 )
         points: dict[str, list[ReplicaPoint]] = {t: [] for t in members}
         fleet_points: list[ReplicaPoint] = []
-        roles = roles_from_labels(self.options.labels_of)
+        roles = self.roles
         for ws in zip(*per.values(), strict=True):
             fw = fleet_window(key, ws, start=ws[0].start, end=ws[0].end)
             if not fw.replicas:
@@ -407,7 +413,7 @@ class FleetData:
             budgets.setdefault(s.key, []).append((s.spec.name, s.budget))
         fresh = self._fresh_windows()
         labels_of = self.options.labels_of
-        roles = roles_from_labels(labels_of)
+        roles = self.roles
         # Only labelled probes can be a fleet's probes (``probe_targets``): the rest are
         # not looked at 1,000 times over.
         streams = [s for s in self.source.streams() if PROBE_LABEL in labels_of.get(s[0], {})]
@@ -428,7 +434,7 @@ class FleetData:
                     roles=roles,
                 )
             else:
-                view = self.latest(key, members, diagnose_replicas=False)
+                view = self.latest(key, members, diagnose_replicas=False, streams=streams)
             flagged = view.imbalance.flagged
             out.append(FleetSummary(key, tuple(members), flagged, tuple(budgets.get(key, ()))))
         return out
