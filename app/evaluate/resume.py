@@ -15,9 +15,8 @@ them; an SLO changed over the restart and the old diagnoses and budgets are not 
 and not older than what the strips keep (``RecentClasses.keep_s``). The UI still shows a
 latest window only while it is fresh (``app.ui.data.FRESH_STEPS``) and budgets while
 they are (``app.ui.fleetdata.TRACKER_FRESH_S``): after a long stop it computes them
-itself.
-Anything that does not read back whole is dropped with a log line; the service then
-starts as it would without it.
+itself. Anything that does not read back whole is dropped with a log line; the service
+then starts as it would without it.
 """
 
 from __future__ import annotations
@@ -56,7 +55,8 @@ def fingerprint(evaluator: Evaluator) -> str:
 
 
 def keep(evaluator: Evaluator, now: float) -> int:
-    """Store the last round's windows and the rounds' recent classes; how many streams."""
+    """Store the last round's windows, the rounds' recent classes and the last SLO
+    evaluation; how many streams."""
     streams = list(evaluator.latest_streams)
     rings = evaluator.recent.rings()
     statuses = list(evaluator.tracker.last)
