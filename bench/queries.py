@@ -146,27 +146,13 @@ def bench_overview(tmp: Path, now: float, runs: int) -> None:
     targets = fleet_targets(FLEET)
     settings = load_settings(None, {"targets": targets, "storage": {"path": str(db)}})
     store = Store(db)
-    infos = [
-        TargetInfo(t["name"], t["url"], True, None, None, (m,))
-        for t, (_, m) in zip(targets, sorted(store.streams()), strict=True)
-    ]
-    data = UiData(
-        StoreSource(lambda: store, targets=lambda: infos, clock=lambda: now, settled=0.0),
-        diagnosis_config(settings),
-    )
+    data, fleets = _fleet_ui(store, settings, now, None)
     times = []
     for _ in range(runs + 1):
         t0 = time.perf_counter()
         page = data.with_recent(data.cards()[:CARDS_PER_PAGE])
         times.append(time.perf_counter() - t0)
         assert len(page) == CARDS_PER_PAGE
-    fleets = FleetData(
-        data.source,
-        data.config,
-        FleetOptions.from_config(
-            settings.fleet, settings.storage, slo_specs(settings), settings.targets
-        ),
-    )
     t0 = time.perf_counter()
     fleets.budgets()
     fleets.summaries()
@@ -180,11 +166,7 @@ def bench_overview(tmp: Path, now: float, runs: int) -> None:
     # Inside the service: an evaluation round has run (what it computes every round).
     evaluator = fleet_evaluator(settings, store)
     evaluator.run(now)
-    fed = UiData(
-        StoreSource(lambda: store, targets=lambda: infos, clock=lambda: now, settled=0.0),
-        diagnosis_config(settings),
-    )
-    fed.latest = lambda: evaluator.latest_streams
+    fed, _ = _fleet_ui(store, settings, now, evaluator)
     t0 = time.perf_counter()
     shown = fed.with_recent(fed.cards()[:CARDS_PER_PAGE])
     assert len(shown) == CARDS_PER_PAGE
@@ -204,8 +186,11 @@ def bench_overview(tmp: Path, now: float, runs: int) -> None:
     print(f"targets_api_1000_p95_ms: {p95(api) * 1e3:.0f}")
 
 
-def _fleet_ui(store: Store, settings: Settings, now: float, evaluator: Evaluator) -> UiData:
-    """The overview's data over ``store``, fed by ``evaluator`` as ``app.ui.mount`` does."""
+def _fleet_ui(
+    store: Store, settings: Settings, now: float, evaluator: Evaluator | None
+) -> tuple[UiData, FleetData]:
+    """The overview's data over ``store`` (its cards, its fleets), fed by ``evaluator``
+    as ``app.ui.mount`` feeds them inside the service; None: a process without one."""
     infos = [
         TargetInfo(t.name, t.url, True, None, None, (m,))
         for t, (_, m) in zip(settings.targets, sorted(store.streams()), strict=True)
@@ -214,9 +199,15 @@ def _fleet_ui(store: Store, settings: Settings, now: float, evaluator: Evaluator
         StoreSource(lambda: store, targets=lambda: infos, clock=lambda: now, settled=0.0),
         diagnosis_config(settings),
     )
-    data.latest = lambda: evaluator.latest_streams
+    options = FleetOptions.from_config(
+        settings.fleet, settings.storage, slo_specs(settings), settings.targets
+    )
+    if evaluator is None:
+        return data, FleetData(data.source, data.config, options)
+    fleets = FleetData(data.source, data.config, options, tracker=lambda: evaluator.tracker)
+    data.latest = fleets.round_windows = lambda: evaluator.latest_streams
     data.recent_of = evaluator.recent.get
-    return data
+    return data, fleets
 
 
 def restart_child(db: str, now: float) -> int:
@@ -227,16 +218,7 @@ def restart_child(db: str, now: float) -> int:
     t0 = time.perf_counter()
     resumed = resume(evaluator, now)
     took_resume = time.perf_counter() - t0
-    data = _fleet_ui(store, settings, now, evaluator)
-    fleets = FleetData(
-        data.source,
-        data.config,
-        FleetOptions.from_config(
-            settings.fleet, settings.storage, slo_specs(settings), settings.targets
-        ),
-        tracker=lambda: evaluator.tracker,
-    )
-    fleets.round_windows = lambda: evaluator.latest_streams
+    data, fleets = _fleet_ui(store, settings, now, evaluator)
     # What the overview's callback computes (``app.ui.pages.overview.register``).
     t0 = time.perf_counter()
     cards = data.cards()

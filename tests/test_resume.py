@@ -9,6 +9,7 @@ import logging
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -160,3 +161,49 @@ def test_the_service_keeps_its_rounds_at_a_stop_and_the_next_start_takes_them(
 
     assert asyncio.run(first()) == 1
     assert asyncio.run(second()) == ["queue_bound"]
+
+
+def test_the_overview_after_a_restart_reads_no_raw_deltas(tmp_path: Path) -> None:
+    """The UI of the running app takes what the stop kept: its overview's first answer —
+    the cards, their strips, the fleets' budgets and the fleet list — windows no stream
+    (``Store.intervals`` is never called), where without it every part would."""
+    import httpx
+
+    from app.main import create_app
+    from tests.test_e2e import ServiceThread
+
+    now, settings, store, before = _judged(tmp_path)
+    keep(before, now)
+    store.close()
+    app = create_app(settings, start_jobs=False)  # no rounds of its own: only what was kept
+    svc = ServiceThread(app)
+    try:
+        service = app.state.service
+        assert resume(service.evaluator, now) == 1
+        reads: list[str] = []
+        intervals = service.store.intervals
+
+        def counted(target: str, *args: Any, **kwargs: Any) -> Any:
+            reads.append(target)
+            return intervals(target, *args, **kwargs)
+
+        service.store.intervals = counted
+        deps = httpx.get(svc.url + "/ui/_dash-dependencies", timeout=10).json()
+        dep = next(d for d in deps if "overview-cards.children" in d["output"])
+        outputs = [
+            {"id": part.split(".")[0], "property": part.split(".")[1]}
+            for part in dep["output"].strip(".").split("...")
+        ]
+        body = {
+            "output": dep["output"],
+            "outputs": outputs,
+            "inputs": [{**i, "value": 0} for i in dep["inputs"]],
+            "state": [{**i, "value": 1} for i in dep["state"]],
+            "changedPropIds": ["overview-tick.n_intervals"],
+        }
+        r = httpx.post(svc.url + "/ui/_dash-update-component", json=body, timeout=60)
+        assert r.status_code == 200, r.text
+        assert "queue_bound" in r.text and "error budget (default)" in r.text
+        assert reads == []
+    finally:
+        svc.close()

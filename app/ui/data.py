@@ -26,7 +26,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from app.diagnose import Diagnosis, DiagnosisClass, DiagnosisConfig, diagnose
@@ -432,12 +432,7 @@ class UiData:
         behind the UI's latest window end (none outside the service)."""
         if self.latest is None:
             return {}
-        oldest = self.aligned_end(self.now()) - FRESH_STEPS * self.step
-        return {
-            (w.target, w.model_name): (w, d)
-            for w, d in self.latest()
-            if w.end >= oldest and w.end - w.start >= self.length - 1e-6
-        }
+        return fresh_rounds(self.latest(), self.aligned_end(self.now()), self.step, self.length)
 
     def with_recent(self, cards: Sequence[Card]) -> list[Card]:
         """``cards`` with the class strip of their last ``RECENT_S`` seconds: the rounds'
@@ -454,6 +449,20 @@ class UiData:
         if judged and judged[0][0] <= end - RECENT_S + FRESH_STEPS * self.step:
             return _on_grid(judged, end - RECENT_S, end, self.step)
         return tuple(self.timeline(target, model, end - RECENT_S, end).points)
+
+
+def fresh_rounds(
+    judged: Iterable[tuple[Window, Diagnosis]], latest_end: float, step: float, length: float
+) -> dict[tuple[str, str], tuple[Window, Diagnosis]]:
+    """Per stream, the round's window and diagnosis if it is at most ``FRESH_STEPS``
+    steps behind ``latest_end`` (the UI's latest window end) and a whole ``length``
+    long: what the overview shows instead of windowing the stream itself."""
+    oldest = latest_end - FRESH_STEPS * step
+    return {
+        (w.target, w.model_name): (w, d)
+        for w, d in judged
+        if w.end >= oldest and w.end - w.start >= length - 1e-6
+    }
 
 
 def _on_grid(

@@ -28,7 +28,7 @@ from app.fleet.tracker import SloStatus, SloTracker, matches
 from app.fleet.view import FleetView, fleet_view, view_of
 from app.model import Quantile, Window
 from app.probeconfig import PROBE_LABEL
-from app.ui.data import FRESH_STEPS, STEPS, resolution
+from app.ui.data import STEPS, fresh_rounds, resolution
 from app.ui.source import grid_windows
 
 FLEET_BUDGET = 360
@@ -444,11 +444,9 @@ class FleetData:
         window end, all of one end (none outside the service)."""
         if self.round_windows is None:
             return {}
-        oldest = self.aligned_end(self.source.now()) - FRESH_STEPS * self.step
+        end = self.aligned_end(self.source.now())
         got = [
-            w
-            for w, _ in self.round_windows()
-            if w.end >= oldest and w.end - w.start >= self.length - 1e-6
+            w for w, _ in fresh_rounds(self.round_windows(), end, self.step, self.length).values()
         ]
         last = max((w.end for w in got), default=None)
         return {(w.target, w.model_name): w for w in got if w.end == last}
