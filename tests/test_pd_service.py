@@ -18,6 +18,7 @@ from app.config import load_settings
 from app.main import create_app
 from app.sim.pd_scenario import load_pd
 from app.sim.pd_server import PDHTTPServer, start_pd_server
+from tests.dash_calls import dash_callback
 from tests.test_e2e import ServiceThread, wait_for
 
 
@@ -62,32 +63,13 @@ def _settings(url: str, model: str, tmp: Path) -> Any:
 def _fleet_panel(base: str, model: str) -> str:
     """What the fleet page's refresh callback renders (found by its output, asked as the
     browser asks it)."""
-    deps = httpx.get(base + "/ui/_dash-dependencies", timeout=10).json()
-    dep = next(d for d in deps if "fleet-pools.children" in d["output"])
     values: dict[tuple[str, str], Any] = {
         ("fleet-select", "value"): model,
         ("fleet-range", "value"): "1h",
         ("fleet-tick", "n_intervals"): 0,
         ("fleet-model", "data"): {"model": model},
     }
-
-    def fill(items: list[dict[str, str]]) -> list[dict[str, Any]]:
-        return [{**i, "value": values.get((i["id"], i["property"]))} for i in items]
-
-    outputs = [
-        {"id": part.split(".")[0], "property": part.split(".")[1]}
-        for part in dep["output"].strip(".").split("...")
-    ]
-    body = {
-        "output": dep["output"],
-        "outputs": outputs,
-        "inputs": fill(dep["inputs"]),
-        "state": fill(dep["state"]),
-        "changedPropIds": ["fleet-tick.n_intervals"],
-    }
-    r = httpx.post(base + "/ui/_dash-update-component", json=body, timeout=30)
-    assert r.status_code == 200, r.text
-    return r.text
+    return dash_callback(base, "fleet-pools.children", values, "fleet-tick.n_intervals")
 
 
 def test_a_pd_fleet_is_judged_by_pool_with_the_probes_client_ttft(

@@ -18,6 +18,7 @@ from app.evaluate.settings import diagnosis_config
 from app.main import create_app
 from app.sim.server import SimHTTPServer, start_server
 from app.store.sqlite import Store
+from tests.dash_calls import dash_callback
 from tests.test_e2e import ServiceThread, wait_for
 
 TOKEN = "probe-bearer-0123456789"
@@ -74,8 +75,6 @@ def _latest_class(base: str, target: str) -> str | None:
 def _target_side_panel(base: str, target: str, model: str) -> str:
     """What the target page's refresh callback puts beside the card (the page's own
     callback, found by its output, asked as the browser asks it)."""
-    deps = httpx.get(base + "/ui/_dash-dependencies", timeout=10).json()
-    dep = next(d for d in deps if "target-engines.children" in d["output"])
     values: dict[tuple[str, str], Any] = {
         ("target-model", "value"): model,
         ("target-range", "value"): "1h",
@@ -83,24 +82,7 @@ def _target_side_panel(base: str, target: str, model: str) -> str:
         ("target-stream", "data"): {"target": target},
         ("target-tick", "n_intervals"): 0,
     }
-
-    def fill(items: list[dict[str, str]]) -> list[dict[str, Any]]:
-        return [{**i, "value": values.get((i["id"], i["property"]))} for i in items]
-
-    outputs = [
-        {"id": part.split(".")[0], "property": part.split(".")[1]}
-        for part in dep["output"].strip(".").split("...")
-    ]
-    body = {
-        "output": dep["output"],
-        "outputs": outputs,
-        "inputs": fill(dep["inputs"]),
-        "state": fill(dep["state"]),
-        "changedPropIds": ["target-model.value"],
-    }
-    r = httpx.post(base + "/ui/_dash-update-component", json=body, timeout=30)
-    assert r.status_code == 200, r.text
-    return r.text
+    return dash_callback(base, "target-engines.children", values, "target-model.value")
 
 
 @pytest.mark.parametrize("sim", [{"faults.frontend_delay_s": 0.4}], indirect=True)

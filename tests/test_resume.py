@@ -167,9 +167,8 @@ def test_the_overview_after_a_restart_reads_no_raw_deltas(tmp_path: Path) -> Non
     """The UI of the running app takes what the stop kept: its overview's first answer —
     the cards, their strips, the fleets' budgets and the fleet list — windows no stream
     (``Store.intervals`` is never called), where without it every part would."""
-    import httpx
-
     from app.main import create_app
+    from tests.dash_calls import dash_callback
     from tests.test_e2e import ServiceThread
 
     now, settings, store, before = _judged(tmp_path)
@@ -188,22 +187,11 @@ def test_the_overview_after_a_restart_reads_no_raw_deltas(tmp_path: Path) -> Non
             return intervals(target, *args, **kwargs)
 
         service.store.intervals = counted
-        deps = httpx.get(svc.url + "/ui/_dash-dependencies", timeout=10).json()
-        dep = next(d for d in deps if "overview-cards.children" in d["output"])
-        outputs = [
-            {"id": part.split(".")[0], "property": part.split(".")[1]}
-            for part in dep["output"].strip(".").split("...")
-        ]
-        body = {
-            "output": dep["output"],
-            "outputs": outputs,
-            "inputs": [{**i, "value": 0} for i in dep["inputs"]],
-            "state": [{**i, "value": 1} for i in dep["state"]],
-            "changedPropIds": ["overview-tick.n_intervals"],
-        }
-        r = httpx.post(svc.url + "/ui/_dash-update-component", json=body, timeout=60)
-        assert r.status_code == 200, r.text
-        assert "queue_bound" in r.text and "error budget (default)" in r.text
+        values = {("overview-tick", "n_intervals"): 0, ("overview-page", "data"): 1}
+        answer = dash_callback(
+            svc.url, "overview-cards.children", values, "overview-tick.n_intervals"
+        )
+        assert "queue_bound" in answer and "error budget (default)" in answer
         assert reads == []
     finally:
         svc.close()
