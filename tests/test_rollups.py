@@ -313,3 +313,31 @@ def test_a_back_fill_in_bounded_runs_ends_where_one_run_would(tmp_path: Path) ->
     assert runs == 2  # the data's two hours, an hour a chunk
     assert store.fetchall("SELECT COUNT(*) FROM intervals") == [(0,)]
     _check_rollups_equal_raw(store, written)
+
+
+def test_whether_a_stream_has_deltas_is_what_reading_them_finds(store: Store) -> None:
+    """``Store.has_deltas`` (a round's check that a stream is live) answers as
+    ``intervals`` would over blocks, raw rows and the gap between the runs, without
+    decoding the minutes wholly inside the range."""
+    import random
+
+    raw = _raw(store)
+    lo, hi = raw[0].end - 90, raw[-1].end + 90
+    store.roll_up(raw[len(raw) // 2].end)  # half in minute blocks, half raw rows
+    rng = random.Random(7)
+    ends = [d.end for d in raw]
+    starts = [*ends, *(e - 1e-3 for e in ends), *(rng.uniform(lo, hi) for _ in range(150))]
+    store.close()
+    fresh = Store(store.path)  # nothing held in memory: the tables answer
+    assert fresh.intervals(TARGET, MODEL, 0, 2e9) == raw
+    fresh.close()
+    fresh = Store(store.path)
+    checked = 0
+    for start in starts:
+        for span in (1.0, 4.9, 5.0, 30.0, 61.0, 150.0, 700.0):
+            want = any(start < e <= start + span for e in ends)
+            assert fresh.has_deltas(TARGET, MODEL, start, start + span) == want, (start, span)
+            checked += 1
+    assert checked > 1000
+    assert not fresh.has_deltas(TARGET, "no-such-model", lo, hi)
+    fresh.close()

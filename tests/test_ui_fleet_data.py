@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import threading
+import time
 
 import pytest
 
@@ -10,6 +12,7 @@ from app.config import Settings
 from app.diagnose import DEFAULT_CONFIG
 from app.fleet.aggregate import FleetKey
 from app.fleet.specs import slo_specs
+from app.fleet.tracker import SloTracker
 from app.fleet.view import fleet_view
 from app.sim.record import record
 from app.store.sqlite import Store
@@ -161,3 +164,78 @@ def test_the_fleet_list_judges_imbalance_on_the_rounds_windows_while_fresh(store
     fd.round_windows = lambda: stale
     (summary,) = fd.summaries()
     assert summary == from_store and sorted(reads) == ["r0", "r1", "r2"]
+
+
+class _GatedStore:
+    """The store, whose reads wait until the test opens the gate (a slow count)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.reading = threading.Event()
+        self.gate = threading.Event()
+
+    def __getattr__(self, name: str) -> object:
+        found = getattr(self.store, name)
+        if name not in ("intervals", "rollups", "first_end"):
+            return found
+
+        def gated(*args: object, **kwargs: object) -> object:
+            self.reading.set()
+            assert self.gate.wait(30), "the test never opened the gate"
+            return found(*args, **kwargs)
+
+        return gated
+
+
+def test_the_overview_never_waits_for_every_fleets_slo_count(store: Store) -> None:
+    """``statuses(wait=False)`` answers at once while the count runs beside it, then
+    serves what it counted; a fleet's page counts its own fleet alone."""
+    gated = _GatedStore(store)
+    options = _options(Settings())
+    infos = [TargetInfo(f"r{i}", "x", True, None, None, (MODEL,)) for i in range(3)]
+    source = StoreSource(
+        lambda: gated,  # type: ignore[arg-type, return-value]
+        targets=lambda: infos,
+        clock=lambda: START + DURATION,
+        settled=0.0,
+        span=(START, START + DURATION),
+    )
+    fd = FleetData(source, DEFAULT_CONFIG, options)
+    assert fd.statuses(wait=False) == [] and fd.budgets(wait=False) == {}
+    assert gated.reading.wait(30) and fd.counting  # counting, held at the gate
+    assert fd.statuses(wait=False) == []  # the same request again: still no wait
+    gated.gate.set()
+    deadline = time.monotonic() + 30
+    while fd.counting and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not fd.counting
+    (status,) = fd.statuses(wait=False)
+    assert status == _data(store, options).statuses()[0]
+    key, members = next(iter(fd.groups().items()))
+    alone = _data(store, options)  # nothing counted yet: its own fleet only
+    (mine,) = alone.fleet_statuses(key, members)
+    assert mine.budget == status.budget and mine.members == status.members
+    assert alone._tracker().last == []  # the whole count is left to the overview's
+
+
+def test_inside_the_service_the_overview_waits_for_the_services_count(store: Store) -> None:
+    """With the service's tracker (its jobs count every window step) a page starts no
+    count of its own: it reads nothing until the service's statuses are there."""
+    gated = _GatedStore(store)
+    gated.gate.set()
+    options = _options(Settings())
+    infos = [TargetInfo(f"r{i}", "x", True, None, None, (MODEL,)) for i in range(3)]
+    source = StoreSource(
+        lambda: gated,  # type: ignore[arg-type, return-value]
+        targets=lambda: infos,
+        clock=lambda: START + DURATION,
+        settled=0.0,
+        span=(START, START + DURATION),
+    )
+    service_tracker = SloTracker(source, options.specs, options.group_by)
+    fd = FleetData(source, DEFAULT_CONFIG, options, tracker=lambda: service_tracker)
+    assert fd.statuses(wait=False) == [] and fd.counting
+    assert not gated.reading.is_set()  # no count started by the page
+    streams = [(f"r{i}", MODEL) for i in range(3)]
+    service_tracker.evaluate(START + DURATION, streams, options.labels_of)  # the service's
+    assert fd.statuses(wait=False) == service_tracker.last and not fd.counting

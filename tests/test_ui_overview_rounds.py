@@ -73,3 +73,40 @@ def test_the_overview_reads_the_rounds(tmp_path: Path) -> None:
     strip = alone.with_recent(alone.cards())[0].recent
     assert [p.cls for p in strip][-5:] == [p.cls for p in shown][-5:]
     store.close()
+
+
+def test_a_rounds_windows_reach_the_pages_before_its_slo_counts(tmp_path: Path) -> None:
+    """After a start with nothing kept, the first round's SLO counts take seconds at
+    1,000 streams: the cards read the round's windows while they are counted."""
+    import threading
+
+    now = math.floor(time.time() / 15) * 15
+    store = Store(tmp_path / "pw.db")
+    rec = record("healthy", tmp_path / "r0", duration=300, seed=1, start_unix=now - 300)
+    record_into(store, rec, "r0")
+    targets = [{"name": "r0", "url": "http://127.0.0.1:9/metrics"}]
+    settings = load_settings(None, {"targets": targets, "storage": {"path": str(tmp_path / "x")}})
+    ev = Evaluator.from_settings(
+        settings, store, diagnosis_config(settings), targets=dict, ui_base_url="http://x"
+    )
+    counting, release = threading.Event(), threading.Event()
+    count = ev.slos.instances
+
+    def slow_count(*args: object, **kwargs: object) -> list[object]:
+        counting.set()
+        assert release.wait(30), "the test never released the count"
+        return list(count(*args, **kwargs))  # type: ignore[arg-type]
+
+    ev.slos.instances = slow_count  # type: ignore[method-assign, assignment]
+    done: list[object] = []
+    first = threading.Thread(target=lambda: done.append(ev.run(now)))
+    first.start()
+    try:
+        assert counting.wait(30), "the round never reached its SLO counts"
+        assert [w.target for w, _ in ev.latest_streams] == ["r0"]  # already the pages'
+        assert not done
+    finally:
+        release.set()
+        first.join(30)
+    assert done and ev.tracker.last  # and the round then counted the SLOs
+    store.close()

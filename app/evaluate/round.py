@@ -247,7 +247,7 @@ class Evaluator:
             return [] if state.last_ok is None else sorted(state.last_ok.streams)
         live = []
         for _, model in self.store.streams(target):
-            if self.store.intervals(target, model, end - STREAM_LIVE_S, end):
+            if self.store.has_deltas(target, model, end - STREAM_LIVE_S, end):
                 live.append(model)
         return live
 
@@ -319,6 +319,10 @@ class Evaluator:
             if should_store(self._stored.get(key), end, cls, sub):
                 self._stored[key] = (end, cls, sub)
                 rows.append(DiagnosisRow(*key, w.start, w.end, cls, diagnosis.to_dict()))
+        # The pages read the round's windows from here on: a first round's SLO counts
+        # (seconds at 1,000 streams after a start with nothing kept) do not hold them up.
+        self.latest_streams = judged.streams
+        self.recent.add(judged.streams, end)
         # One instance per SLO and fleet; chunks are cached once no scrape can add to them.
         slo_instances = self.slos.instances(
             end,
@@ -326,8 +330,6 @@ class Evaluator:
             self.target_labels(),
             closed_until=end - self.closed_after,
         )
-        self.latest_streams = judged.streams
-        self.recent.add(judged.streams, end)
         return Round(
             now,
             end,

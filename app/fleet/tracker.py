@@ -187,13 +187,19 @@ class SloTracker:
         *,
         closed_until: float | None = None,
         share: float = BACKGROUND_SHARE,
+        reuse_from: float | None = None,
     ) -> list[SloStatus]:
         """Every (SLO, fleet) at ``end``; chunks ending after ``closed_until`` (default
-        ``end``) are read, never cached. ``share``: of the interpreter (:mod:`app.pacing`)."""
+        ``end``) are read, never cached. ``share``: of the interpreter (:mod:`app.pacing`).
+        ``reuse_from``: the last evaluation's statuses when they all end at or after it
+        (one that ran while this call waited for the lock is not done twice)."""
         closed = end if closed_until is None else min(end, closed_until)
         out: list[SloStatus] = []
         pace = Pacer(share)  # leave the scrape loop its share of the interpreter
         with self._lock:
+            last = self.last
+            if reuse_from is not None and last and min(s.end for s in last) >= reuse_from:
+                return list(last)
             for spec in self.specs:
                 cache = self._cache(spec)
                 cache.begin()
@@ -207,6 +213,29 @@ class SloTracker:
                 cache.prune(end, keep, windows=windows, period_starts=starts)
             self.last = out
             self.streams_held = self._count_held()
+        return out
+
+    def fleet_statuses(
+        self,
+        end: float,
+        key: FleetKey,
+        members: Sequence[str],
+        labels_of: Mapping[str, Mapping[str, str]],
+        *,
+        closed_until: float | None = None,
+    ) -> list[SloStatus]:
+        """Every SLO on one fleet at ``end`` (its page: a few streams' counts, not the
+        whole fleet's), leaving :attr:`last` as it is."""
+        closed = end if closed_until is None else min(end, closed_until)
+        streams = [(t, key.model_name) for t in members]
+        out: list[SloStatus] = []
+        with self._lock:
+            for spec in self.specs:
+                selected = self.fleets(spec, streams, labels_of).get(key)
+                if selected:
+                    cache = self._cache(spec)
+                    cache.begin()
+                    out.append(self._status(cache, spec, key, selected, end, closed))
         return out
 
     def _status(

@@ -331,6 +331,31 @@ class Store:
                 self._recent.fill(stream, start, end, deltas)
         return deltas
 
+    def has_deltas(self, target: str, model_name: str, start: float, end: float) -> bool:
+        """Whether a stream has a delta ending in ``(start, end]``, as ``intervals`` would
+        find, without decoding the minutes wholly inside the range (a block holds one
+        minute's deltas, never none): only its two edge minutes may need reading."""
+        stream = (target, model_name)
+        with self._lock:
+            held = self._recent.get(stream, start, end)
+            if held is not None:
+                return bool(held)
+            sid = self._streams.get(stream)
+            if sid is None:
+                return False
+            found = self._db.execute(
+                "SELECT 1 FROM intervals WHERE stream_id = ? AND end_ts > ? AND end_ts <= ? "
+                "UNION ALL SELECT 1 FROM interval_blocks WHERE stream_id = ? AND end_ts >= ? "
+                "AND end_ts <= ? LIMIT 1",
+                (sid, start, end, sid, start + MINUTE, end),
+            ).fetchone()
+        if found is not None:
+            return True
+        # No whole minute inside: the edges (at most two blocks) decide.
+        return bool(
+            self.intervals(target, model_name, start, min(end, start + 2 * MINUTE))
+        ) or bool(self.intervals(target, model_name, max(start, end - 2 * MINUTE), end))
+
     def rollups(
         self, target: str, model_name: str, start: float, end: float, res: float
     ) -> Iterator[RollupPart]:

@@ -10,6 +10,7 @@ per replica, and into at most :data:`SLO_POINTS` SLO points.
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +31,8 @@ from app.model import Quantile, Window
 from app.probeconfig import PROBE_LABEL
 from app.ui.data import STEPS, fresh_rounds, resolution
 from app.ui.source import grid_windows
+
+log = logging.getLogger(__name__)
 
 FLEET_BUDGET = 360
 SLO_POINTS = 120
@@ -214,10 +217,14 @@ class FleetData:
             return own[0]
 
         self._tracker = tracker or make
+        # Inside the service its jobs count the SLOs (every window step): the pages wait
+        # for their count rather than run one of their own beside it.
+        self._counted_elsewhere = tracker is not None
         # The P/D roles the targets' labels give (``app.fleet.pools``), once.
         self.roles = roles_from_labels(options.labels_of)
         self._lock = threading.Lock()
         self._statuses: tuple[float, list[SloStatus]] | None = None
+        self._counter: threading.Thread | None = None  # ``statuses(wait=False)``'s count
         # Inside the service: the evaluation round's latest window of every stream (as
         # ``UiData.latest``); the overview's fleet list judges imbalance on them while they
         # are fresh instead of windowing every stream again on each refresh.
@@ -337,31 +344,95 @@ class FleetData:
     def _closed(self, end: float) -> float:
         return min(end, self.source.now() - self.source.settled)
 
-    def statuses(self) -> list[SloStatus]:
-        """Every SLO on every fleet at the latest window end (memoised per end)."""
+    def statuses(self, *, wait: bool = True) -> list[SloStatus]:
+        """Every SLO on every fleet at the latest window end (memoised per end).
+
+        ``wait=False`` (the overview): a request never counts every fleet's SLOs — after
+        a start with nothing kept, 1,000 streams' counts take seconds. The statuses at
+        hand serve (this end's, an earlier end's, the tracker's last; [] before the
+        first) while a count runs: the service's, else one in a thread of this object's
+        (:attr:`counting`).
+        """
         if not self.options.specs:
             return []
         end = self.aligned_end(self.source.now())
         with self._lock:
-            if self._statuses is not None and self._statuses[0] == end:
-                return self._statuses[1]
-        tracker = self._tracker()
-        last = tracker.last
+            held = self._statuses
+            if held is not None and held[0] == end:
+                return held[1]
+        last = self._tracker().last
         if last and min(s.end for s in last) >= end - TRACKER_FRESH_S:
             # Inside the service the tracker is the evaluator's, refreshed in the
             # background: its statuses serve while fresh (1,000 fleets cost seconds).
             return list(last)
+        if wait:
+            return self._count(end)
+        if not self._counted_elsewhere:
+            with self._lock:
+                if self._counter is None or not self._counter.is_alive():
+                    self._counter = threading.Thread(
+                        target=self._count_quietly,
+                        args=(end,),
+                        name="phasewatch-ui-slo",
+                        daemon=True,
+                    )
+                    self._counter.start()
+        return held[1] if held is not None else list(last)
+
+    @property
+    def counting(self) -> bool:
+        """Whether the SLOs are being counted for the pages (``statuses(wait=False)``):
+        by a thread of this object's, or inside the service by its jobs, until their
+        statuses are fresh."""
+        if self._counted_elsewhere:
+            last = self._tracker().last
+            end = self.aligned_end(self.source.now())
+            return not last or min(s.end for s in last) < end - TRACKER_FRESH_S
+        counter = self._counter
+        return counter is not None and counter.is_alive()
+
+    def _count(self, end: float) -> list[SloStatus]:
         groups = self.groups()
         streams = [(t, k.model_name) for k, ms in groups.items() for t in ms]
-        out = tracker.evaluate(end, streams, self.options.labels_of, closed_until=self._closed(end))
+        out = self._tracker().evaluate(
+            end,
+            streams,
+            self.options.labels_of,
+            closed_until=self._closed(end),
+            reuse_from=end - TRACKER_FRESH_S,  # the service's round may count them first
+        )
         with self._lock:
             self._statuses = (end, out)
         return out
 
-    def budgets(self) -> dict[tuple[str, str], list[tuple[str, Budget]]]:
-        """Per stream (target, model): (SLO name, budget) of every SLO on its fleet."""
+    def _count_quietly(self, end: float) -> None:
+        try:
+            self._count(end)
+        except Exception:  # a page keeps the statuses it had; the next refresh tries again
+            log.exception("counting the SLOs for the pages failed")
+
+    def fleet_statuses(self, key: FleetKey, members: Sequence[str]) -> list[SloStatus]:
+        """Every SLO on one fleet at the latest window end: from the statuses at hand
+        while fresh, else counted for this fleet alone (its page waits on its replicas,
+        never on every fleet's)."""
+        end = self.aligned_end(self.source.now())
+        with self._lock:
+            held = self._statuses
+        if held is not None and held[0] == end:
+            return [s for s in held[1] if s.key == key]
+        tracker = self._tracker()
+        last = tracker.last
+        if last and min(s.end for s in last) >= end - TRACKER_FRESH_S:
+            return [s for s in last if s.key == key]
+        return tracker.fleet_statuses(
+            end, key, members, self.options.labels_of, closed_until=self._closed(end)
+        )
+
+    def budgets(self, *, wait: bool = True) -> dict[tuple[str, str], list[tuple[str, Budget]]]:
+        """Per stream (target, model): (SLO name, budget) of every SLO on its fleet
+        (``wait``: as :meth:`statuses`)."""
         out: dict[tuple[str, str], list[tuple[str, Budget]]] = {}
-        for s in self.statuses():
+        for s in self.statuses(wait=wait):
             for t in s.members:
                 out.setdefault((t, s.key.model_name), []).append((s.spec.name, s.budget))
         return out
@@ -403,11 +474,12 @@ class FleetData:
         return out
 
     # -- overview ---------------------------------------------------------------------------
-    def summaries(self) -> list[FleetSummary]:
+    def summaries(self, *, wait: bool = True) -> list[FleetSummary]:
         """Every fleet's replicas, imbalance in the latest window and budgets: from the
         evaluation round's windows where they are fresh for every replica (a fleet with
-        probes reads the store: the probes' windows are not the round's)."""
-        statuses = self.statuses()
+        probes reads the store: the probes' windows are not the round's); ``wait``: as
+        :meth:`statuses`."""
+        statuses = self.statuses(wait=wait)
         budgets: dict[FleetKey, list[tuple[str, Budget]]] = {}
         for s in statuses:
             budgets.setdefault(s.key, []).append((s.spec.name, s.budget))

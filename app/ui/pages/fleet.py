@@ -148,7 +148,7 @@ def _render(
     )
     bars = replicas_bars(points, members, fair_share=view.imbalance.fair_share)
     series = fd.series(key, members, start, end)
-    statuses = [s for s in fd.statuses() if s.key == key]
+    statuses = fd.fleet_statuses(key, members)
     over_time = replicas_figure(
         series, flagged=view.imbalance.flagged, uirevision=f"{fleet}\n{start}"
     )

@@ -340,8 +340,11 @@ def register(app: Dash, ctx: PageContext) -> None:
         fleets: Any = ""
         budgets: dict[tuple[str, str], list[tuple[str, Budget]]] = {}
         if fd is not None:
-            budgets = fd.budgets()
-            fleets = fleets_view(ctx, fd.summaries())
+            # Never counted in the request: a count runs beside it while none is at hand.
+            budgets = fd.budgets(wait=False)
+            fleets = fleets_view(ctx, fd.summaries(wait=False))
+            if fd.options.specs and not budgets and fd.counting:
+                status += " · SLO budgets: being counted, shown at the next refresh"
         shown, rest, pages, words = split_page(cards, page or 1)
         shown = ctx.data.with_recent(shown)
         views = [
