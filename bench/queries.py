@@ -206,6 +206,7 @@ def _fleet_ui(
         return data, FleetData(data.source, data.config, options)
     fleets = FleetData(data.source, data.config, options, tracker=lambda: evaluator.tracker)
     data.latest = fleets.round_windows = lambda: evaluator.latest_streams
+    data.wait_latest = evaluator.wait_judged
     data.recent_of = evaluator.recent.get
     return data, fleets
 

@@ -110,3 +110,56 @@ def test_a_rounds_windows_reach_the_pages_before_its_slo_counts(tmp_path: Path) 
         first.join(30)
     assert done and ev.tracker.last  # and the round then counted the SLOs
     store.close()
+
+
+def test_the_first_view_waits_for_a_first_round_under_way_not_for_none(tmp_path: Path) -> None:
+    """``Evaluator.wait_judged``: while a round runs with no windows yet, a page waits for
+    them (they then serve the cards); with no round under way it does not wait at all."""
+    import threading
+
+    now = math.floor(time.time() / 15) * 15
+    store = Store(tmp_path / "pw.db")
+    rec = record("healthy", tmp_path / "r0", duration=300, seed=1, start_unix=now - 300)
+    record_into(store, rec, "r0")
+    targets = [{"name": "r0", "url": "http://127.0.0.1:9/metrics"}]
+    settings = load_settings(None, {"targets": targets, "storage": {"path": str(tmp_path / "x")}})
+    config = diagnosis_config(settings)
+    ev = Evaluator.from_settings(settings, store, config, targets=dict, ui_base_url="http://x")
+    t0 = time.monotonic()
+    assert ev.wait_judged(30) is False and time.monotonic() - t0 < 5  # no round: no wait
+    infos = [TargetInfo("r0", "http://127.0.0.1:9/metrics", True, None, None, ())]
+    data = UiData(
+        StoreSource(lambda: store, targets=lambda: infos, clock=lambda: now, settled=0.0), config
+    )
+    data.latest = lambda: ev.latest_streams
+    waiting, windowing, go = threading.Event(), threading.Event(), threading.Event()
+
+    def wait_latest(timeout: float) -> bool:
+        waiting.set()
+        return ev.wait_judged(timeout)
+
+    data.wait_latest = wait_latest
+    targets_of = ev._targets
+
+    def held(*args: object) -> object:  # the round starts, then waits for the test
+        windowing.set()
+        assert go.wait(30), "the test never let the round go on"
+        yield from targets_of(*args)  # type: ignore[arg-type]
+
+    ev._targets = held  # type: ignore[method-assign, assignment]
+    first = threading.Thread(target=ev.run, args=(now,))
+    first.start()
+    try:
+        assert windowing.wait(30)
+        cards: list[object] = []
+        asking = threading.Thread(target=lambda: cards.extend(data.cards()))
+        asking.start()
+        assert waiting.wait(30), "the cards did not wait for the round under way"
+        go.set()
+        asking.join(30)
+    finally:
+        go.set()
+        first.join(30)
+    (card,) = cards
+    assert card.diagnosis is ev.latest_streams[0][1]  # type: ignore[attr-defined]
+    store.close()

@@ -17,6 +17,7 @@ pipeline.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -175,6 +176,9 @@ class Evaluator:
         # Each problem stream's healthy baseline, for what changed (once per run).
         self.baselines = StoreBaselines(store, length=length, config=config)
         self.latest_streams: list[tuple[Window, Diagnosis]] = []
+        # Whether a round is under way, and news of its windows (``wait_judged``).
+        self._judging = threading.Condition()
+        self._running = 0
         # Each stream's classes over the last 16 minutes (the overview's strips).
         self.recent = RecentClasses()
         # Hints' predicted effects (the service sets a twin-backed source; app.evaluate.effects).
@@ -290,8 +294,27 @@ class Evaluator:
             info = pages[model].info if model in pages else {}
             yield StreamWindow(replace(w, info=info) if info else w, failed, attempted)
 
+    def wait_judged(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) while a round is under way and no round's windows
+        are at hand yet — the first round after a start with nothing kept: a page that
+        waits is served them rather than windowing every stream beside it. Whether
+        windows are at hand."""
+        with self._judging:
+            self._judging.wait_for(lambda: self.latest_streams or not self._running, timeout)
+            return bool(self.latest_streams)
+
     def run(self, now: float) -> Round:
         """One round at ``now`` (blocking: store reads)."""
+        with self._judging:
+            self._running += 1
+        try:
+            return self._run(now)
+        finally:
+            with self._judging:
+                self._running -= 1
+                self._judging.notify_all()
+
+    def _run(self, now: float) -> Round:
         end = now - self.lag
         judged = judge(
             self._targets(now, end),
@@ -323,6 +346,8 @@ class Evaluator:
         # (seconds at 1,000 streams after a start with nothing kept) do not hold them up.
         self.latest_streams = judged.streams
         self.recent.add(judged.streams, end)
+        with self._judging:
+            self._judging.notify_all()
         # One instance per SLO and fleet; chunks are cached once no scrape can add to them.
         slo_instances = self.slos.instances(
             end,

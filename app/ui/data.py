@@ -212,6 +212,10 @@ class UiData:
         # stream (it computes them each round anyway); the overview orders by them while
         # they are fresh instead of windowing 1,000 streams on its first view.
         self.latest: Callable[[], Sequence[tuple[Window, Diagnosis]]] | None = None
+        # …and a wait (at most its argument's seconds) while the service's first round is
+        # under way with no windows yet: its windows then serve the cards, where windowing
+        # every stream beside it would double the work at start-up (``Evaluator.wait_judged``).
+        self.wait_latest: Callable[[float], bool] | None = None
         # Streams whose views were asked for, oldest first, with when (the warmer's list).
         self._viewed: OrderedDict[tuple[str, str], float] = OrderedDict()
         # …and each stream's classes over the last minutes, as the rounds judged them
@@ -432,7 +436,10 @@ class UiData:
         behind the UI's latest window end (none outside the service)."""
         if self.latest is None:
             return {}
-        return fresh_rounds(self.latest(), self.aligned_end(self.now()), self.step, self.length)
+        latest = self.latest()
+        if not latest and self.wait_latest is not None and self.wait_latest(FIRST_ROUND_WAIT_S):
+            latest = self.latest()
+        return fresh_rounds(latest, self.aligned_end(self.now()), self.step, self.length)
 
     def with_recent(self, cards: Sequence[Card]) -> list[Card]:
         """``cards`` with the class strip of their last ``RECENT_S`` seconds: the rounds'
@@ -449,6 +456,11 @@ class UiData:
         if judged and judged[0][0] <= end - RECENT_S + FRESH_STEPS * self.step:
             return _on_grid(judged, end - RECENT_S, end, self.step)
         return tuple(self.timeline(target, model, end - RECENT_S, end).points)
+
+
+# How long the overview waits for the service's first round's windows (seconds; after a
+# start with nothing kept, 1,000 streams' windows take a few) before windowing them itself.
+FIRST_ROUND_WAIT_S = 10.0
 
 
 def fresh_rounds(

@@ -159,7 +159,12 @@ def mount_live(
         svc = getattr(app.state, "service", None)
         return () if svc is None else svc.evaluator.recent.get(target, model)
 
+    def wait_latest(timeout: float) -> bool:
+        svc = getattr(app.state, "service", None)
+        return svc is not None and bool(svc.evaluator.wait_judged(timeout))
+
     data.latest = latest
+    data.wait_latest = wait_latest
     data.recent_of = recent_of
     feed: AlertFeed = StoreAlerts(lambda: service().store) if alerts else NoAlerts()
 
