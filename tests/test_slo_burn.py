@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 
 import pytest
 
@@ -159,3 +160,50 @@ def test_a_fill_limit_loads_the_newest_chunks_first(source: MemorySource) -> Non
     got2, since2 = cache.range(("a", MODEL), 0.0, 7200.0, closed_until=7500.0, fill=[100])
     assert since2 == 0.0 and got2.tallies["ttft"].total == 5 * 7200 / 5
     assert isinstance(got2, SloCounts) and not math.isnan(got2.covered)
+
+
+def test_the_first_count_in_the_background_holds_the_slo_alerts_as_they_are(
+    source: MemorySource,
+) -> None:
+    """After a start, the first count runs beside the rounds (``background``): until it
+    is done there is no SLO instance, and a firing burn alert is held, not resolved;
+    without the hold, the absent instance would clear it."""
+    import threading
+
+    rules = [r for r in default_rules() if r.scope == "slo"]
+    inputs = SloInputs(source, [SPEC], DEFAULT_CONFIG, ui_base_url="http://ui")
+    prev: dict[str, Alert] = {}
+    t = 3610.0
+    while t <= 4400.0:  # the fast burn alert fires at 4375
+        prev = evaluate(rules, _instances(inputs, source, t), t, prev).alerts
+        t += 15.0
+    firing = {a.rule for a in prev.values() if a.state == "firing"}
+    assert firing == {"PhasewatchSLOBurnFast"}
+    # A new process: its first count in the background, held at a gate by the test.
+    gate = threading.Event()
+    tracker = SloTracker(source, [SPEC])
+    count = tracker.evaluate
+
+    def slow(*args: object, **kwargs: object) -> object:
+        assert gate.wait(30), "the test never opened the gate"
+        return count(*args, **kwargs)  # type: ignore[arg-type]
+
+    tracker.evaluate = slow  # type: ignore[method-assign, assignment]
+    restarted = SloInputs(
+        source, [SPEC], DEFAULT_CONFIG, ui_base_url="http://ui", tracker=tracker, background=True
+    )
+    try:
+        assert restarted.instances(t, source.streams(), {}) is None  # the count under way
+        held = evaluate(rules, [], t, prev, held_scopes=("slo",))
+        assert held.transitions == [] and held.alerts == prev
+        cleared = evaluate(rules, [], t, prev)
+        assert ("PhasewatchSLOBurnFast", "resolved") in [
+            (x.alertname, x.state) for x in cleared.transitions
+        ]
+    finally:
+        gate.set()
+    deadline = time.monotonic() + 30
+    while (done := restarted.instances(t, source.streams(), {})) is None:
+        assert time.monotonic() < deadline, "the first count never ended"
+        time.sleep(0.01)
+    assert evaluate(rules, done, t, prev).alerts.keys() == prev.keys()  # the count, once done

@@ -163,3 +163,31 @@ def test_the_first_view_waits_for_a_first_round_under_way_not_for_none(tmp_path:
     (card,) = cards
     assert card.diagnosis is ev.latest_streams[0][1]  # type: ignore[attr-defined]
     store.close()
+
+
+def test_a_services_first_round_says_its_slo_count_is_pending(tmp_path: Path) -> None:
+    """The service counts SLOs in the background: its first round has no SLO instance
+    and says so (the alert engine then holds the SLO alerts); a later one has them."""
+    now = math.floor(time.time() / 15) * 15
+    store = Store(tmp_path / "pw.db")
+    rec = record("healthy", tmp_path / "r0", duration=300, seed=1, start_unix=now - 300)
+    record_into(store, rec, "r0")
+    targets = [{"name": "r0", "url": "http://127.0.0.1:9/metrics"}]
+    settings = load_settings(None, {"targets": targets, "storage": {"path": str(tmp_path / "x")}})
+    ev = Evaluator.from_settings(
+        settings,
+        store,
+        diagnosis_config(settings),
+        targets=dict,
+        ui_base_url="http://x",
+        background_slo=True,
+    )
+    first = ev.run(now)
+    assert first.slos_pending and not [i for i in first.instances if i.scope == "slo"]
+    deadline = time.monotonic() + 60
+    while (later := ev.run(now)).slos_pending:  # rounds go on beside the count
+        assert time.monotonic() < deadline, "the first count never ended"
+        time.sleep(0.01)
+    assert [i for i in later.instances if i.scope == "slo"] and ev.tracker.last
+    ev.slos.stop(30)
+    store.close()

@@ -11,7 +11,7 @@ neither re-fires nor forgets a firing alert.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 from app.alerts.fields import Instance
@@ -79,15 +79,22 @@ class AlertEngine:
         now: float,
         *,
         gone: Callable[[str], bool] | None = None,
+        held_scopes: Collection[str] = (),
     ) -> Evaluation:
         """Evaluate ``instances``, plan notifications, and save it all in one transaction.
 
         ``gone(target)``: the target is no longer scraped; its alerts resolve now with a
-        "target removed" annotation (:mod:`app.alerts.retire`)."""
+        "target removed" annotation (:mod:`app.alerts.retire`). ``held_scopes``: scopes
+        this round has no instances of yet; their alerts stay as they are."""
         cfg = self.cfg
         prev, retired = (self.alerts, []) if gone is None else retire(self.alerts, gone, now)
         result = evaluate(
-            self.rules, instances, now, prev, resolved_retention=cfg.resolved_retention
+            self.rules,
+            instances,
+            now,
+            prev,
+            resolved_retention=cfg.resolved_retention,
+            held_scopes=held_scopes,
         )
         if retired:
             result = Evaluation(result.alerts, [*retired, *result.transitions], result.results)

@@ -26,7 +26,7 @@ and resolved ones (with ``endsAt``) during the retention.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from typing import Any
@@ -196,8 +196,13 @@ def evaluate(
     prev: Mapping[str, Alert],
     *,
     resolved_retention: float = 900.0,
+    held_scopes: Collection[str] = (),
 ) -> Evaluation:
-    """One round: every rule on every instance of its scope, at time ``now``."""
+    """One round: every rule on every instance of its scope, at time ``now``.
+
+    ``held_scopes``: scopes whose instances this round could not build yet (the SLOs'
+    first count after a start): their alerts stay as they were, where an instance that
+    is gone would clear them."""
     by_name = {r.name: r for r in rules}
     alerts: dict[str, Alert] = {}
     transitions: list[Transition] = []
@@ -235,6 +240,10 @@ def evaluate(
                 alerts[fp] = alert
     for fp, old in prev.items():
         if fp in seen:
+            continue
+        rule_of = by_name.get(old.rule)
+        if rule_of is not None and rule_of.scope in held_scopes:
+            alerts[fp] = old
             continue
         gone = _clears(by_name.get(old.rule), old, now, transitions)
         if gone is not None:

@@ -167,9 +167,11 @@ class SloInputs:
         background: bool = False,
     ) -> None:
         self.source = source
-        # ``background``: once a first evaluation exists, a stale one is refreshed in a
-        # thread of its own (paced to a quarter of the interpreter) while alert rounds go
-        # on with the last one, so a minute's burn rates never hold up a round or a scrape.
+        # ``background``: counts run in a thread of their own while alert rounds go on —
+        # a stale one's refresh (paced to a quarter of the interpreter) with the last
+        # instances, the first one (after a start: seconds at 1,000 streams) with none,
+        # the SLO alerts held as they are (``instances`` None): a minute's burn rates never
+        # hold up a round or a scrape.
         self.background = background
         self._refresh: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -191,13 +193,15 @@ class SloInputs:
         labels_of: Mapping[str, Mapping[str, str]],
         *,
         closed_until: float | None = None,
-    ) -> list[Instance]:
+    ) -> list[Instance] | None:
+        """Every SLO's instance at ``end``; None while the first count runs in the
+        background (no instance exists yet: the SLO alerts are held, not cleared)."""
         if not self.tracker.specs:
             return []
         last = self._last
         if last is not None and 0.0 <= end - last[0] < self.refresh_s:
             return last[1]
-        if self.background and last is not None:
+        if self.background:
             if self._refresh is None or not self._refresh.is_alive():
                 self._refresh = threading.Thread(
                     target=self._evaluate,
@@ -206,7 +210,7 @@ class SloInputs:
                     daemon=True,
                 )
                 self._refresh.start()
-            return last[1]
+            return None if last is None else last[1]
         return self._evaluate(end, streams, labels_of, closed_until)
 
     def stop(self, timeout: float) -> bool:
@@ -226,7 +230,8 @@ class SloInputs:
         labels_of: Mapping[str, Mapping[str, str]],
         closed_until: float | None,
     ) -> list[Instance]:
-        share = SLO_SHARE if self.background else BACKGROUND_SHARE
+        # A refresh beside the rounds yields more than a count that anything waits on.
+        share = SLO_SHARE if self.background and self._last is not None else BACKGROUND_SHARE
         statuses = self.tracker.evaluate(
             end, streams, labels_of, closed_until=closed_until, share=share
         )

@@ -218,7 +218,7 @@ def replay(
         )
         out.diagnoses.extend(d for _, d in judged.streams)
         slo_instances = slo_inputs.instances(end, source.streams(), {target: labels})
-        instances = [*judged.instances, *slo_instances]
+        instances = [*judged.instances, *(slo_instances or [])]  # never None: not in the background
         result = evaluate(rules, instances, end, prev, resolved_retention=resolved_retention)
         prev = result.alerts
         out.transitions.extend(result.transitions)
@@ -260,7 +260,7 @@ def replay_fleet(
     k = 0
     while (end := start + length + k * step) <= last:
         k += 1
-        instances = inputs.instances(end, source.streams(), labels_of or {})
+        instances = inputs.instances(end, source.streams(), labels_of or {}) or []
         result = evaluate(slo_rules, instances, end, prev, resolved_retention=resolved_retention)
         prev = result.alerts
         out.extend(result.transitions)

@@ -131,6 +131,9 @@ class Round:
     slos: list[SloStatus]
     # The latest window of every live stream, diagnosed (the service's gauges).
     streams: list[tuple[Window, Diagnosis]]
+    # The SLOs' first count is still under way: the round has no SLO instance yet, and
+    # the SLO alerts are to be held as they are, not cleared (``AlertEngine.evaluate_once``).
+    slos_pending: bool = False
 
 
 class Evaluator:
@@ -358,10 +361,11 @@ class Evaluator:
         return Round(
             now,
             end,
-            [*judged.instances, *slo_instances],
+            [*judged.instances, *(slo_instances or [])],
             rows,
             list(self.tracker.last),
             judged.streams,
+            slo_instances is None,
         )
 
     def save(self, done: Round) -> None:
@@ -398,5 +402,10 @@ class Evaluator:
         if reuse_within is not None and last and end - last[0].end <= reuse_within:
             return last
         return self.tracker.evaluate(
-            end, self.store.streams(), self.target_labels(), closed_until=end - self.closed_after
+            end,
+            self.store.streams(),
+            self.target_labels(),
+            closed_until=end - self.closed_after,
+            # A count that ends while this one waits for it (the rounds' first) serves.
+            reuse_from=None if reuse_within is None else end - reuse_within,
         )

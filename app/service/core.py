@@ -245,7 +245,12 @@ class Service:
         """One alert round at ``now`` (blocking): the evaluation round's instances judged
         by the rules and saved with the notifications they plan, then its diagnoses."""
         done = self.evaluator.run(now)
-        evaluation = self.alerting.engine.evaluate_once(done.instances, now, gone=self.target_gone)
+        evaluation = self.alerting.engine.evaluate_once(
+            done.instances,
+            now,
+            gone=self.target_gone,
+            held_scopes=("slo",) if done.slos_pending else (),
+        )
         self.evaluator.save(done)
         return evaluation
 
