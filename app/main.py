@@ -122,5 +122,6 @@ def create_app(
         ),
         alerts=settings.alerts.enabled,
         warm=start_jobs,
+        jobs=start_jobs,
     )
     return app

@@ -113,8 +113,9 @@ def test_a_rounds_windows_reach_the_pages_before_its_slo_counts(tmp_path: Path) 
 
 
 def test_the_first_view_waits_for_a_first_round_under_way_not_for_none(tmp_path: Path) -> None:
-    """``Evaluator.wait_judged``: while a round runs with no windows yet, a page waits for
-    them (they then serve the cards); with no round under way it does not wait at all."""
+    """``Evaluator.wait_judged``: while a round runs and none has judged its windows yet
+    (those a restart took back are too old), a page waits for them (they then serve the
+    cards); with no round under way it does not wait at all."""
     import threading
 
     now = math.floor(time.time() / 15) * 15
@@ -127,6 +128,10 @@ def test_the_first_view_waits_for_a_first_round_under_way_not_for_none(tmp_path:
     ev = Evaluator.from_settings(settings, store, config, targets=dict, ui_base_url="http://x")
     t0 = time.monotonic()
     assert ev.wait_judged(30) is False and time.monotonic() - t0 < 5  # no round: no wait
+    # What a restart took back: windows two minutes old, too old to show (2 steps).
+    kept = Evaluator.from_settings(settings, store, config, targets=dict, ui_base_url="http://x")
+    kept.run(now - 120)
+    ev.latest_streams = kept.latest_streams
     infos = [TargetInfo("r0", "http://127.0.0.1:9/metrics", True, None, None, ())]
     data = UiData(
         StoreSource(lambda: store, targets=lambda: infos, clock=lambda: now, settled=0.0), config

@@ -182,6 +182,7 @@ class Evaluator:
         # Whether a round is under way, and news of its windows (``wait_judged``).
         self._judging = threading.Condition()
         self._running = 0
+        self._judged = 0  # rounds of this process that judged their windows
         # Each stream's classes over the last 16 minutes (the overview's strips).
         self.recent = RecentClasses()
         # Hints' predicted effects (the service sets a twin-backed source; app.evaluate.effects).
@@ -298,13 +299,13 @@ class Evaluator:
             yield StreamWindow(replace(w, info=info) if info else w, failed, attempted)
 
     def wait_judged(self, timeout: float) -> bool:
-        """Wait (at most ``timeout`` s) while a round is under way and no round's windows
-        are at hand yet — the first round after a start with nothing kept: a page that
-        waits is served them rather than windowing every stream beside it. Whether
-        windows are at hand."""
+        """Wait (at most ``timeout`` s) while a round is under way and none of this
+        process has judged its windows yet — the first round after a start (the windows
+        kept over a restart may be too old to show): a page that waits is served its
+        windows rather than windowing every stream beside it. Whether one has."""
         with self._judging:
-            self._judging.wait_for(lambda: self.latest_streams or not self._running, timeout)
-            return bool(self.latest_streams)
+            self._judging.wait_for(lambda: self._judged or not self._running, timeout)
+            return self._judged > 0
 
     def run(self, now: float) -> Round:
         """One round at ``now`` (blocking: store reads)."""
@@ -350,6 +351,7 @@ class Evaluator:
         self.latest_streams = judged.streams
         self.recent.add(judged.streams, end)
         with self._judging:
+            self._judged += 1
             self._judging.notify_all()
         # One instance per SLO and fleet; chunks are cached once no scrape can add to them.
         slo_instances = self.slos.instances(

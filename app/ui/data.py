@@ -213,7 +213,7 @@ class UiData:
         # they are fresh instead of windowing 1,000 streams on its first view.
         self.latest: Callable[[], Sequence[tuple[Window, Diagnosis]]] | None = None
         # …and a wait (at most its argument's seconds) while the service's first round is
-        # under way with no windows yet: its windows then serve the cards, where windowing
+        # under way and none is fresh: its windows then serve the cards, where windowing
         # every stream beside it would double the work at start-up (``Evaluator.wait_judged``).
         self.wait_latest: Callable[[float], bool] | None = None
         # Streams whose views were asked for, oldest first, with when (the warmer's list).
@@ -436,10 +436,11 @@ class UiData:
         behind the UI's latest window end (none outside the service)."""
         if self.latest is None:
             return {}
-        latest = self.latest()
-        if not latest and self.wait_latest is not None and self.wait_latest(FIRST_ROUND_WAIT_S):
-            latest = self.latest()
-        return fresh_rounds(latest, self.aligned_end(self.now()), self.step, self.length)
+        end = self.aligned_end(self.now())
+        fresh = fresh_rounds(self.latest(), end, self.step, self.length)
+        if not fresh and self.wait_latest is not None and self.wait_latest(FIRST_ROUND_WAIT_S):
+            fresh = fresh_rounds(self.latest(), end, self.step, self.length)
+        return fresh
 
     def with_recent(self, cards: Sequence[Card]) -> list[Card]:
         """``cards`` with the class strip of their last ``RECENT_S`` seconds: the rounds'

@@ -195,6 +195,7 @@ class FleetData:
         length: float = 60.0,
         step: float = 15.0,
         tracker: Callable[[], SloTracker] | None = None,
+        counted_elsewhere: bool | None = None,
     ) -> None:
         self.source = source
         self.config = config
@@ -218,8 +219,11 @@ class FleetData:
 
         self._tracker = tracker or make
         # Inside the service its jobs count the SLOs (every window step): the pages wait
-        # for their count rather than run one of their own beside it.
-        self._counted_elsewhere = tracker is not None
+        # for their count rather than run one of their own beside it (default: whenever
+        # the tracker is someone else's).
+        self._counted_elsewhere = (
+            tracker is not None if counted_elsewhere is None else counted_elsewhere
+        )
         # The P/D roles the targets' labels give (``app.fleet.pools``), once.
         self.roles = roles_from_labels(options.labels_of)
         self._lock = threading.Lock()

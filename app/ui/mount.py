@@ -131,12 +131,14 @@ def mount_live(
     fleet: FleetOptions,
     alerts: bool = True,
     warm: bool = True,
+    jobs: bool = True,
 ) -> UiData:
     """The UI of the running service (its store, targets, alerts) under ``/ui``.
 
     ``config`` is the service's diagnosis configuration, ``fleet`` how it forms and
     judges fleets; ``alerts`` False (alerting off) shows none; ``warm`` runs the cache
-    warmer with the app.
+    warmer with the app; ``jobs`` False: the service's jobs do not run (its rounds do not
+    count the SLOs: the pages count them).
     """
 
     def service() -> Any:
@@ -179,6 +181,7 @@ def mount_live(
         length=window.length,
         step=window.step,
         tracker=tracker,
+        counted_elsewhere=jobs,
     )
     fleets.round_windows = latest
     # The service's twin answers (headroom, the hints' effects its job priced), once it runs.
