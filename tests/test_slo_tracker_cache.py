@@ -174,7 +174,11 @@ def test_a_background_refresh_serves_the_last_evaluation_meanwhile() -> None:
     inputs = SloInputs(
         source, [SPEC], DEFAULT_CONFIG, ui_base_url="http://ui", refresh_s=60.0, background=True
     )
-    first = inputs.instances(900.0, source.streams(), {})  # the first one: computed now
+    assert inputs.instances(900.0, source.streams(), {}) is None  # the first: in a thread
+    assert inputs._refresh is not None
+    inputs._refresh.join(30)
+    first = inputs.instances(900.0, source.streams(), {})
+    assert first
     stale = inputs.instances(960.0, source.streams(), {})  # refreshing in a thread
     assert stale is first
     assert inputs._refresh is not None

@@ -55,6 +55,8 @@ class FleetSource(DeltaSource, Protocol):
 # The tracker's own latest statuses (the service refreshes them every
 # ``alerts.slo_evaluation_interval``) serve the pages while at most this old.
 TRACKER_FRESH_S = 120.0
+# How long a page waits for the count it started (seconds) before it answers without it.
+COUNT_GRACE_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -373,14 +375,19 @@ class FleetData:
             return self._count(end)
         if not self._counted_elsewhere:
             with self._lock:
-                if self._counter is None or not self._counter.is_alive():
-                    self._counter = threading.Thread(
+                counter = self._counter
+                if counter is None or not counter.is_alive():
+                    counter = self._counter = threading.Thread(
                         target=self._count_quietly,
                         args=(end,),
                         name="phasewatch-ui-slo",
                         daemon=True,
                     )
-                    self._counter.start()
+                    counter.start()
+            counter.join(COUNT_GRACE_S)  # a small fleet's count is there at once
+            with self._lock:
+                if self._statuses is not None and self._statuses[0] == end:
+                    return self._statuses[1]
         return held[1] if held is not None else list(last)
 
     @property
