@@ -41,17 +41,21 @@ def _options(settings: Settings) -> FleetOptions:
     )
 
 
-def _data(store: Store, options: FleetOptions, *, live: bool = False, known: int = 3) -> FleetData:
+def _source(store: object, *, live: bool = False, known: int = 3) -> StoreSource:
+    """The fleet pages' source over ``store`` (the store, or one standing in for it)."""
     infos = [TargetInfo(f"r{i}", "x", True, None, None, (MODEL,)) for i in range(known)]
-    source = StoreSource(
-        lambda: store,
+    return StoreSource(
+        lambda: store,  # type: ignore[arg-type, return-value]
         targets=lambda: infos,
         clock=lambda: START + DURATION,
         live=live,
         settled=0.0,
         span=(START, START + DURATION),
     )
-    return FleetData(source, DEFAULT_CONFIG, options)
+
+
+def _data(store: Store, options: FleetOptions, *, live: bool = False, known: int = 3) -> FleetData:
+    return FleetData(_source(store, live=live, known=known), DEFAULT_CONFIG, options)
 
 
 def test_replicas_of_a_model_form_one_fleet_or_split_by_label(store: Store) -> None:
@@ -192,14 +196,7 @@ def test_the_overview_never_waits_for_every_fleets_slo_count(store: Store) -> No
     serves what it counted; a fleet's page counts its own fleet alone."""
     gated = _GatedStore(store)
     options = _options(Settings())
-    infos = [TargetInfo(f"r{i}", "x", True, None, None, (MODEL,)) for i in range(3)]
-    source = StoreSource(
-        lambda: gated,  # type: ignore[arg-type, return-value]
-        targets=lambda: infos,
-        clock=lambda: START + DURATION,
-        settled=0.0,
-        span=(START, START + DURATION),
-    )
+    source = _source(gated)
     fd = FleetData(source, DEFAULT_CONFIG, options)
     assert fd.statuses(wait=False) == [] and fd.budgets(wait=False) == {}
     assert gated.reading.wait(30) and fd.counting  # counting, held at the gate
@@ -224,14 +221,7 @@ def test_inside_the_service_the_overview_waits_for_the_services_count(store: Sto
     gated = _GatedStore(store)
     gated.gate.set()
     options = _options(Settings())
-    infos = [TargetInfo(f"r{i}", "x", True, None, None, (MODEL,)) for i in range(3)]
-    source = StoreSource(
-        lambda: gated,  # type: ignore[arg-type, return-value]
-        targets=lambda: infos,
-        clock=lambda: START + DURATION,
-        settled=0.0,
-        span=(START, START + DURATION),
-    )
+    source = _source(gated)
     service_tracker = SloTracker(source, options.specs, options.group_by)
     fd = FleetData(source, DEFAULT_CONFIG, options, tracker=lambda: service_tracker)
     assert fd.statuses(wait=False) == [] and fd.counting

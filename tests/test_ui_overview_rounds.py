@@ -8,7 +8,7 @@ import math
 import time
 from pathlib import Path
 
-from app.config import load_settings
+from app.config import Settings, load_settings
 from app.evaluate.recent import RecentClasses
 from app.evaluate.round import Evaluator
 from app.evaluate.settings import diagnosis_config
@@ -17,6 +17,20 @@ from app.sources.recording import record_into
 from app.store.sqlite import Store
 from app.ui.data import RECENT_S, UiData, _on_grid
 from app.ui.source import StoreSource, TargetInfo
+
+
+def _one_stream(
+    tmp_path: Path, scenario: str = "healthy", duration: int = 300
+) -> tuple[float, Store, Settings]:
+    """A store with one simulated stream ``r0`` ending now (on the 15 s grid), and the
+    settings of a service scraping it."""
+    now = math.floor(time.time() / 15) * 15
+    store = Store(tmp_path / "pw.db")
+    rec = record(scenario, tmp_path / "r0", duration=duration, seed=1, start_unix=now - duration)
+    record_into(store, rec, "r0")
+    targets = [{"name": "r0", "url": "http://127.0.0.1:9/metrics"}]
+    settings = load_settings(None, {"targets": targets, "storage": {"path": str(tmp_path / "x")}})
+    return now, store, settings
 
 
 def test_strips_from_rounds_sit_on_the_ui_grid_with_gaps_where_rounds_were_missed() -> None:
@@ -45,12 +59,7 @@ def test_recent_classes_keep_their_minutes_and_forget_removed_streams() -> None:
 
 
 def test_the_overview_reads_the_rounds(tmp_path: Path) -> None:
-    now = math.floor(time.time() / 15) * 15
-    store = Store(tmp_path / "pw.db")
-    rec = record("queue_overload", tmp_path / "r0", duration=1200, seed=1, start_unix=now - 1200)
-    record_into(store, rec, "r0")
-    targets = [{"name": "r0", "url": "http://127.0.0.1:9/metrics"}]
-    settings = load_settings(None, {"targets": targets, "storage": {"path": str(tmp_path / "x")}})
+    now, store, settings = _one_stream(tmp_path, "queue_overload", 1200)
     config = diagnosis_config(settings)
     ev = Evaluator.from_settings(settings, store, config, targets=dict, ui_base_url="http://x")
     for k in range(int(RECENT_S // 15) + 2):  # a round every 15 s over the last 15 minutes
@@ -80,12 +89,7 @@ def test_a_rounds_windows_reach_the_pages_before_its_slo_counts(tmp_path: Path) 
     1,000 streams: the cards read the round's windows while they are counted."""
     import threading
 
-    now = math.floor(time.time() / 15) * 15
-    store = Store(tmp_path / "pw.db")
-    rec = record("healthy", tmp_path / "r0", duration=300, seed=1, start_unix=now - 300)
-    record_into(store, rec, "r0")
-    targets = [{"name": "r0", "url": "http://127.0.0.1:9/metrics"}]
-    settings = load_settings(None, {"targets": targets, "storage": {"path": str(tmp_path / "x")}})
+    now, store, settings = _one_stream(tmp_path)
     ev = Evaluator.from_settings(
         settings, store, diagnosis_config(settings), targets=dict, ui_base_url="http://x"
     )
@@ -118,12 +122,7 @@ def test_the_first_view_waits_for_a_first_round_under_way_not_for_none(tmp_path:
     cards); with no round under way it does not wait at all."""
     import threading
 
-    now = math.floor(time.time() / 15) * 15
-    store = Store(tmp_path / "pw.db")
-    rec = record("healthy", tmp_path / "r0", duration=300, seed=1, start_unix=now - 300)
-    record_into(store, rec, "r0")
-    targets = [{"name": "r0", "url": "http://127.0.0.1:9/metrics"}]
-    settings = load_settings(None, {"targets": targets, "storage": {"path": str(tmp_path / "x")}})
+    now, store, settings = _one_stream(tmp_path)
     config = diagnosis_config(settings)
     ev = Evaluator.from_settings(settings, store, config, targets=dict, ui_base_url="http://x")
     t0 = time.monotonic()
@@ -173,12 +172,7 @@ def test_the_first_view_waits_for_a_first_round_under_way_not_for_none(tmp_path:
 def test_a_services_first_round_says_its_slo_count_is_pending(tmp_path: Path) -> None:
     """The service counts SLOs in the background: its first round has no SLO instance
     and says so (the alert engine then holds the SLO alerts); a later one has them."""
-    now = math.floor(time.time() / 15) * 15
-    store = Store(tmp_path / "pw.db")
-    rec = record("healthy", tmp_path / "r0", duration=300, seed=1, start_unix=now - 300)
-    record_into(store, rec, "r0")
-    targets = [{"name": "r0", "url": "http://127.0.0.1:9/metrics"}]
-    settings = load_settings(None, {"targets": targets, "storage": {"path": str(tmp_path / "x")}})
+    now, store, settings = _one_stream(tmp_path)
     ev = Evaluator.from_settings(
         settings,
         store,
