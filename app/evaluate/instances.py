@@ -230,8 +230,9 @@ class SloInputs:
         labels_of: Mapping[str, Mapping[str, str]],
         closed_until: float | None,
     ) -> list[Instance]:
-        # A refresh beside the rounds yields more than a count that anything waits on.
-        share = SLO_SHARE if self.background and self._last is not None else BACKGROUND_SHARE
+        # Beside the rounds (the first count after a start too) a count takes a quarter
+        # of the interpreter: the scrape loop and the rounds keep theirs.
+        share = SLO_SHARE if self.background else BACKGROUND_SHARE
         statuses = self.tracker.evaluate(
             end, streams, labels_of, closed_until=closed_until, share=share
         )
