@@ -229,3 +229,22 @@ def test_inside_the_service_the_overview_waits_for_the_services_count(store: Sto
     streams = [(f"r{i}", MODEL) for i in range(3)]
     service_tracker.evaluate(START + DURATION, streams, options.labels_of)  # the service's
     assert fd.statuses(wait=False) == service_tracker.last and not fd.counting
+
+
+def test_a_pages_count_ends_before_its_store_closes(store: Store) -> None:
+    """``close`` (the app's shutdown) waits for the count to end (between two fleets;
+    this store has one), and no count starts after it."""
+    gated = _GatedStore(store)
+    fd = FleetData(_source(gated), DEFAULT_CONFIG, _options(Settings()))
+    assert fd.statuses(wait=False) == []
+    assert gated.reading.wait(30)  # the count is in its first fleet
+    closed: list[bool] = []
+    closing = threading.Thread(target=lambda: closed.append(fd.close(30)))
+    closing.start()
+    gated.gate.set()
+    closing.join(30)
+    assert closed == [True] and not fd.counting
+    fd._tracker().last = []  # nothing at hand: a page would start a count
+    gated.reading.clear()
+    assert fd.statuses(wait=False) == [] and not fd.counting  # none after the close
+    assert not gated.reading.is_set()

@@ -188,11 +188,14 @@ class SloTracker:
         closed_until: float | None = None,
         share: float = BACKGROUND_SHARE,
         reuse_from: float | None = None,
+        stop: threading.Event | None = None,
     ) -> list[SloStatus]:
         """Every (SLO, fleet) at ``end``; chunks ending after ``closed_until`` (default
         ``end``) are read, never cached. ``share``: of the interpreter (:mod:`app.pacing`).
         ``reuse_from``: the last evaluation's statuses when they all end at or after it
-        (one that ran while this call waited for the lock is not done twice)."""
+        (one that ran while this call waited for the lock is not done twice). ``stop``
+        set: the count ends between two fleets, what it counted returned and not kept as
+        :attr:`last` (its source is about to close)."""
         closed = end if closed_until is None else min(end, closed_until)
         out: list[SloStatus] = []
         pace = Pacer(share)  # leave the scrape loop its share of the interpreter
@@ -204,6 +207,8 @@ class SloTracker:
                 cache = self._cache(spec)
                 cache.begin()
                 for key, members in self.fleets(spec, streams, labels_of).items():
+                    if stop is not None and stop.is_set():
+                        return out
                     pace()
                     out.append(self._status(cache, spec, key, members, end, closed))
             keep = max((s.period_s for s in self.specs), default=0.0) + 86400.0

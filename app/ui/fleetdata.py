@@ -231,6 +231,7 @@ class FleetData:
         self._lock = threading.Lock()
         self._statuses: tuple[float, list[SloStatus]] | None = None
         self._counter: threading.Thread | None = None  # ``statuses(wait=False)``'s count
+        self._closing = threading.Event()
         # Inside the service: the evaluation round's latest window of every stream (as
         # ``UiData.latest``); the overview's fleet list judges imbalance on them while they
         # are fresh instead of windowing every stream again on each refresh.
@@ -373,7 +374,7 @@ class FleetData:
             return list(last)
         if wait:
             return self._count(end)
-        if not self._counted_elsewhere:
+        if not self._counted_elsewhere and not self._closing.is_set():
             with self._lock:
                 counter = self._counter
                 if counter is None or not counter.is_alive():
@@ -411,10 +412,23 @@ class FleetData:
             self.options.labels_of,
             closed_until=self._closed(end),
             reuse_from=end - TRACKER_FRESH_S,  # the service's round may count them first
+            stop=self._closing,
         )
+        if self._closing.is_set():
+            return out
         with self._lock:
             self._statuses = (end, out)
         return out
+
+    def close(self, timeout: float) -> bool:
+        """End a count of this object's between two fleets, before the source it reads
+        closes (at most ``timeout`` s); whether it ended."""
+        self._closing.set()
+        counter = self._counter
+        if counter is not None:
+            counter.join(timeout)
+            return not counter.is_alive()
+        return True
 
     def _count_quietly(self, end: float) -> None:
         try:

@@ -11,6 +11,7 @@ background, so opening a day of history costs a page render, not a day of window
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import AsyncIterator
@@ -95,7 +96,8 @@ def mount(
     path: str = "/ui",
     twin: TwinCache | None = None,
 ) -> None:
-    """Serve the Dash UI for ``data`` under ``path``; run ``warmer`` with the app."""
+    """Serve the Dash UI for ``data`` under ``path``; run ``warmer`` with the app, and
+    end a count of ``fleets``' own before the app's store closes."""
     dash_app = build_dash(
         data, alert_feed=alert_feed, fleets=fleets, prefix=path.rstrip("/") + "/", twin=twin
     )
@@ -105,18 +107,22 @@ def mount(
     def _slash() -> RedirectResponse:
         return RedirectResponse(path.rstrip("/") + "/")
 
-    if warmer is None:
+    if warmer is None and fleets is None:
         return
     inner = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
         async with inner(a) as state:
-            warmer.start()
+            if warmer is not None:
+                warmer.start()
             try:
                 yield state
-            finally:
-                warmer.stop()
+            finally:  # before the service (``inner``) closes the store they read
+                if warmer is not None:
+                    warmer.stop()
+                if fleets is not None and not await asyncio.to_thread(fleets.close, 10.0):
+                    log.warning("the pages' SLO count still running at shutdown")
 
     app.router.lifespan_context = lifespan
 
