@@ -207,3 +207,28 @@ def test_the_first_count_in_the_background_holds_the_slo_alerts_as_they_are(
         assert time.monotonic() < deadline, "the first count never ended"
         time.sleep(0.01)
     assert evaluate(rules, done, t, prev).alerts.keys() == prev.keys()  # the count, once done
+
+
+def test_a_failed_first_count_is_logged_and_the_next_round_counts_again(
+    source: MemorySource, caplog: pytest.LogCaptureFixture
+) -> None:
+    tracker = SloTracker(source, [SPEC])
+    count = tracker.evaluate
+    calls: list[int] = []
+
+    def failing_once(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("store gone")
+        return count(*args, **kwargs)  # type: ignore[arg-type]
+
+    tracker.evaluate = failing_once  # type: ignore[method-assign, assignment]
+    inputs = SloInputs(
+        source, [SPEC], DEFAULT_CONFIG, ui_base_url="http://ui", tracker=tracker, background=True
+    )
+    deadline = time.monotonic() + 30
+    while (done := inputs.instances(4400.0, source.streams(), {})) is None:
+        assert time.monotonic() < deadline, "no count ever succeeded"
+        time.sleep(0.01)
+    assert done and len(calls) >= 2  # the failed one, then one that counted
+    assert "counting the SLOs failed" in caplog.text

@@ -8,6 +8,7 @@ in memory); the caller passes the time.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -34,6 +35,8 @@ from app.model import Window
 from app.pacing import BACKGROUND_SHARE, SLO_SHARE, Pacer
 from app.store.sqlite import ScrapeRecord
 from app.windows.flat import window_to_dict
+
+log = logging.getLogger(__name__)
 
 __all__ = ["SloInputs", "evaluate_stream", "scrape_status", "slo_input", "target_input"]
 
@@ -204,7 +207,7 @@ class SloInputs:
         if self.background:
             if self._refresh is None or not self._refresh.is_alive():
                 self._refresh = threading.Thread(
-                    target=self._evaluate,
+                    target=self._evaluate_logged,
                     args=(end, list(streams), dict(labels_of), closed_until),
                     name="phasewatch-slo",
                     daemon=True,
@@ -222,6 +225,14 @@ class SloInputs:
             refresh.join(timeout)
             return not refresh.is_alive()
         return True
+
+    def _evaluate_logged(self, *args: Any) -> None:
+        """A count in the background: a failure is logged, and the next round starts
+        another (the SLO alerts stay held until one succeeds)."""
+        try:
+            self._evaluate(*args)
+        except Exception:
+            log.exception("counting the SLOs failed; the next round counts again")
 
     def _evaluate(
         self,
