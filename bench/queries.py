@@ -162,8 +162,7 @@ def bench_overview(tmp: Path, now: float, runs: int) -> None:
         f"overview_1000_fleets_first_ms: {(time.perf_counter() - t0) * 1e3:.0f}"
         " (the fleet list, as the overview asks: the budgets counted beside it)"
     )
-    while fleets.counting:  # the count the overview started, in a thread of its own
-        time.sleep(0.05)
+    fleets.wait_counted(600.0)  # the count the overview started, in a thread of its own
     print(f"overview_1000_budgets_counted_s: {time.perf_counter() - t0:.1f}")
     _, alone = _fleet_ui(store, settings, now, None)
     t0 = time.perf_counter()

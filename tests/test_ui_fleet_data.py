@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-import time
 
 import pytest
 
@@ -202,10 +201,7 @@ def test_the_overview_never_waits_for_every_fleets_slo_count(store: Store) -> No
     assert gated.reading.wait(30) and fd.counting  # counting, held at the gate
     assert fd.statuses(wait=False) == []  # the same request again: still no wait
     gated.gate.set()
-    deadline = time.monotonic() + 30
-    while fd.counting and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not fd.counting
+    assert fd.wait_counted(30) and not fd.counting
     (status,) = fd.statuses(wait=False)
     assert status == _data(store, options).statuses()[0]
     key, members = next(iter(fd.groups().items()))

@@ -216,15 +216,20 @@ class SloInputs:
             return None if last is None else last[1]
         return self._evaluate(end, streams, labels_of, closed_until)
 
-    def stop(self, timeout: float) -> bool:
-        """Let a background refresh end between two fleets and wait for it (at most
-        ``timeout`` seconds), before the source it reads is closed; whether it ended."""
-        self._stopping.set()
+    def wait(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) for a count under way in the background to end;
+        whether none is running."""
         refresh = self._refresh
         if refresh is not None:
             refresh.join(timeout)
             return not refresh.is_alive()
         return True
+
+    def stop(self, timeout: float) -> bool:
+        """Let a background refresh end between two fleets and wait for it (at most
+        ``timeout`` seconds), before the source it reads is closed; whether it ended."""
+        self._stopping.set()
+        return self.wait(timeout)
 
     def _evaluate_logged(self, *args: Any) -> None:
         """A count in the background: a failure is logged, and the next round starts

@@ -363,15 +363,9 @@ class FleetData:
         if not self.options.specs:
             return []
         end = self.aligned_end(self.source.now())
-        with self._lock:
-            held = self._statuses
-            if held is not None and held[0] == end:
-                return held[1]
-        last = self._tracker().last
-        if last and min(s.end for s in last) >= end - TRACKER_FRESH_S:
-            # Inside the service the tracker is the evaluator's, refreshed in the
-            # background: its statuses serve while fresh (1,000 fleets cost seconds).
-            return list(last)
+        found = self._at_hand(end)
+        if found is not None:
+            return found
         if wait:
             return self._count(end)
         if not self._counted_elsewhere and not self._closing.is_set():
@@ -386,10 +380,25 @@ class FleetData:
                     )
                     counter.start()
             counter.join(COUNT_GRACE_S)  # a small fleet's count is there at once
-            with self._lock:
-                if self._statuses is not None and self._statuses[0] == end:
-                    return self._statuses[1]
-        return held[1] if held is not None else list(last)
+            found = self._at_hand(end)
+            if found is not None:
+                return found
+        with self._lock:
+            held = self._statuses
+        return held[1] if held is not None else list(self._tracker().last)
+
+    def _at_hand(self, end: float) -> list[SloStatus] | None:
+        """The statuses for ``end`` without counting: this object's for that end, else
+        the tracker's last while fresh — inside the service the tracker is the
+        evaluator's, refreshed in the background (1,000 fleets cost seconds)."""
+        with self._lock:
+            held = self._statuses
+        if held is not None and held[0] == end:
+            return held[1]
+        last = self._tracker().last
+        if last and min(s.end for s in last) >= end - TRACKER_FRESH_S:
+            return list(last)
+        return None
 
     @property
     def counting(self) -> bool:
@@ -397,11 +406,18 @@ class FleetData:
         by a thread of this object's, or inside the service by its jobs, until their
         statuses are fresh."""
         if self._counted_elsewhere:
-            last = self._tracker().last
-            end = self.aligned_end(self.source.now())
-            return not last or min(s.end for s in last) < end - TRACKER_FRESH_S
+            return self._at_hand(self.aligned_end(self.source.now())) is None
         counter = self._counter
         return counter is not None and counter.is_alive()
+
+    def wait_counted(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` s) for a count of this object's to end; whether
+        none is running."""
+        counter = self._counter
+        if counter is not None:
+            counter.join(timeout)
+            return not counter.is_alive()
+        return True
 
     def _count(self, end: float) -> list[SloStatus]:
         groups = self.groups()
@@ -424,11 +440,7 @@ class FleetData:
         """End a count of this object's between two fleets, before the source it reads
         closes (at most ``timeout`` s); whether it ended."""
         self._closing.set()
-        counter = self._counter
-        if counter is not None:
-            counter.join(timeout)
-            return not counter.is_alive()
-        return True
+        return self.wait_counted(timeout)
 
     def _count_quietly(self, end: float) -> None:
         try:
@@ -441,15 +453,10 @@ class FleetData:
         while fresh, else counted for this fleet alone (its page waits on its replicas,
         never on every fleet's)."""
         end = self.aligned_end(self.source.now())
-        with self._lock:
-            held = self._statuses
-        if held is not None and held[0] == end:
-            return [s for s in held[1] if s.key == key]
-        tracker = self._tracker()
-        last = tracker.last
-        if last and min(s.end for s in last) >= end - TRACKER_FRESH_S:
-            return [s for s in last if s.key == key]
-        return tracker.fleet_statuses(
+        found = self._at_hand(end)
+        if found is not None:
+            return [s for s in found if s.key == key]
+        return self._tracker().fleet_statuses(
             end, key, members, self.options.labels_of, closed_until=self._closed(end)
         )
 
