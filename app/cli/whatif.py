@@ -297,7 +297,18 @@ def fit_lines(t: Twin, w: WhatIf) -> list[str]:
         + f"{s.per_token * 1e6:.3g} µs × new tokens, {s.base * 1000:.3g} ms + "
         f"{s.per_context * 1e9:.3g} ns × cached tokens) + {s.per_seq * 1e6:.3g} µs × sequences "
         f"(fit error {t.step_residual:.0%}; calibrated ×{w.step_scale:.2f} on the replay)",
+        _speed_line(t),
         "replay error: "
         + ("n/a" if err is None else f"{err:.0%}")
         + " (median of TTFT and ITL p50/p99, replay against measured)",
     ]
+
+
+def _speed_line(t: Twin) -> str:
+    if not t.speed:
+        return "server speed: steady (fewer than two windows to compare)"
+    ks = [k for _, k in t.speed]
+    return (
+        f"server speed: ×{min(ks):.2f}–×{max(ks):.2f} of its mean over {len(ks)} windows "
+        "(each window's inter-token gap ÷ the step time's; replayed as a timeline)"
+    )

@@ -16,6 +16,7 @@ empty), then its observations are cleared and the span is replayed.
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from app.model import Quantile
@@ -119,6 +120,35 @@ class _TwinConfig(SimConfig):
         return self.step  # type: ignore[return-value]  # the engine only steps with it
 
 
+class _AtSpeed:
+    """The fitted step time at the span's speed of the moment (``Twin.speed``,
+    :mod:`app.twin.speed`): a step is priced at the replica's clock when it starts; the
+    warm-up runs at the first window's speed."""
+
+    __slots__ = ("factors", "overhead_s", "replica", "starts", "step")
+
+    def __init__(
+        self, step: StepModel, speed: tuple[tuple[float, float], ...], replica: Replica
+    ) -> None:
+        self.step = step
+        self.overhead_s = step.overhead_s
+        self.starts = [t + WARMUP_S for t, _ in speed]
+        self.factors = [k for _, k in speed]
+        self.replica = replica
+
+    def step_time(
+        self, new_tokens: int, attn_pairs: float, context_tokens: int, num_seqs: int
+    ) -> float:
+        i = max(bisect_right(self.starts, self.replica.now) - 1, 0)
+        return (
+            self.step.step_time(new_tokens, attn_pairs, context_tokens, num_seqs)
+            * (self.factors[i])
+        )
+
+    def draft_time(self, tokens: int, cost: float) -> float:
+        return 0.0
+
+
 def _lengths(fit: LengthFit, scale: float) -> LengthDist:
     return LengthDist(max(1.0, fit.median * scale), fit.sigma)
 
@@ -192,6 +222,8 @@ def run(
         "twin", "", None, WARMUP_S + twin.duration, None, (Phase(0.0, "twin", cfg, None),)
     )
     replica = Replica(scenario, seed=seed)
+    if twin.speed:
+        replica.physics = _AtSpeed(cfg.step, twin.speed, replica)  # type: ignore[assignment]
     replica.advance_to(WARMUP_S)
     m = replica.metrics
     ttfts = _Samples(ttft_bounds)

@@ -35,6 +35,7 @@ from app.diagnose.server import ServerSettings, resolve
 from app.model import Window
 from app.twin.frontend import NONE, FrontEnd, fit_mean
 from app.twin.lengths import LengthFit, fit_lengths
+from app.twin.speed import timeline
 from app.twin.steptime import Observation, StepFit, StepModel, fit_step
 
 DEFAULT_MAX_MODEL_LEN = 32768
@@ -97,6 +98,8 @@ class Twin:
     warnings: tuple[str, ...]
     # The API server's share of each TTFT (app.twin.frontend).
     frontend: FrontEnd = NONE
+    # (tile start, step-time factor) from the span's start: its speed (app.twin.speed).
+    speed: tuple[tuple[float, float], ...] = ()
 
     @property
     def rate_mean(self) -> float:
@@ -132,6 +135,7 @@ class Twin:
             },
             "engine": self.engine.to_dict(),
             "frontend": self.frontend.to_dict(),
+            "speed_timeline": [[round(t, 1), round(k, 4)] for t, k in self.speed],
             "step_time": {**self.step.to_dict(), "residual": round(self.step_residual, 4)},
             "sources": dict(self.sources),
         }
@@ -267,7 +271,7 @@ def observations(
     out: list[Observation] = []
     lengths = spread(prompt.sigma)
     budget = float(engine.max_num_batched_tokens)
-    for t in span.tiles:
+    for i, t in enumerate(span.tiles):
         run = t.derived.running_avg
         ctx = _context(t, engine, prompt, output)
         gaps = t.observations.get("itl", 0.0)
@@ -285,7 +289,7 @@ def observations(
             "spread": (1.0,) if shared else lengths,
         }
         if itl and gaps >= 10:
-            out.append(Observation("decode", itl, _trust(t, gaps), run, ctx, **chunks))  # type: ignore[arg-type]
+            out.append(Observation("decode", itl, _trust(t, gaps), run, ctx, **chunks, tile=i))  # type: ignore[arg-type]
         steps = t.observations.get("step_tokens", 0.0)
         waiting = t.derived.waiting_avg or 0.0
         if steps >= 10 and (run >= BUSY_RUNNING or waiting >= 1.0) and t.covered > 0:
@@ -411,6 +415,9 @@ def fit(span: Span) -> Twin:
             if src == "data"
             else src
         )
+    speed = timeline(obs, fitted.model, [t.start - whole.start for t in span.tiles])
+    if speed:
+        sources["speed"] = "each window's mean inter-token gap ÷ the step time's"
     frontend, fe_warning = fit_mean(whole)
     if fe_warning:
         warnings.append(fe_warning)
@@ -428,6 +435,7 @@ def fit(span: Span) -> Twin:
         sources,
         tuple(warnings),
         frontend,
+        speed,
     )
 
 

@@ -112,6 +112,7 @@ class Observation:
     chunk_share: float = 0.0
     budget: float = math.inf
     spread: tuple[float, ...] = (1.0,)
+    tile: int = -1  # the window's index in the span; -1: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,7 +270,7 @@ def _varies(rows: list[tuple[Row, Observation]], k: int) -> bool:
     return mean > 0 and math.sqrt(var) / mean >= MIN_SPREAD
 
 
-def _predict(o: Observation, m: StepModel) -> float:
+def predict(o: Observation, m: StepModel) -> float:
     """An observation's seconds under ``m``."""
     r = _row(o, m)
     return float(sum(getattr(m, t) * r[k] for k, t in enumerate(TERMS)))
@@ -277,7 +278,7 @@ def _predict(o: Observation, m: StepModel) -> float:
 
 def _residual(obs: list[Observation], m: StepModel) -> float:
     w = sum(o.weight for o in obs)
-    err = sum(o.weight * ((_predict(o, m) - o.y) / o.y) ** 2 for o in obs)
+    err = sum(o.weight * ((predict(o, m) - o.y) / o.y) ** 2 for o in obs)
     return math.sqrt(err / w)
 
 
