@@ -3,6 +3,7 @@ simulator recordings (the fit check proper is ``bench/whatif.py``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import re
@@ -14,7 +15,7 @@ from app.model import HistogramDelta
 from app.read.whatif import from_scrapes
 from app.sim.record import record
 from app.sources.recording import read_scrapes
-from app.twin.engine import Knobs
+from app.twin.engine import Knobs, run
 from app.twin.fit import FitError, fit
 from app.twin.lengths import fit_lengths
 from app.twin.steptime import Observation, StepModel, fit_step
@@ -119,6 +120,24 @@ def test_fit_replay_predict_on_a_simulator_recording(healthy: Path) -> None:
     # Twice the traffic: more running at once, so more KV in use.
     assert out["predicted"]["kv_usage_max"] > out["baseline"]["kv_usage_max"]
     assert out["fit"]["sources"]["arrival_rate"].startswith("completions")
+
+
+def test_the_replay_runs_each_window_at_its_speed(healthy: Path) -> None:
+    span = from_scrapes(read_scrapes(healthy))
+    twin = fit(span)
+    assert twin.speed and len(twin.speed) == len(span.tiles)
+    assert twin.sources["speed"].startswith("each window's mean inter-token gap")
+    half = twin.duration / 2
+    steady = dataclasses.replace(twin, speed=((0.0, 1.0),))
+    slower = dataclasses.replace(twin, speed=((0.0, 1.0), (half, 1.5)))
+    bounds = {"ttft_bounds": (0.01, 0.1, 1.0, 10.0), "itl_bounds": (0.01, 0.1, 1.0)}
+    a = run(steady, Knobs(), seed=0, **bounds)
+    b = run(slower, Knobs(), seed=0, **bounds)
+    assert a.itl_mean is not None and b.itl_mean is not None
+    # Half the span at 1.5× the step. Both halves see the same arrivals, so about as many
+    # gaps: their mean ≈ 1.25×, and more where the slow half's batch grows (healthy's
+    # step grows with the batch).
+    assert 1.2 < b.itl_mean / a.itl_mean < 1.6
 
 
 def test_fewer_slots_than_the_load_needs_builds_a_queue(healthy: Path) -> None:

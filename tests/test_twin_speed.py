@@ -1,18 +1,10 @@
 """The server's speed over the span (``app.twin.speed``): what the step time leaves
-unexplained window by window, and the replay that runs at it."""
+unexplained window by window (the replay that runs at it: ``test_twin.py``)."""
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
-
 import pytest
 
-from app.read.whatif import from_scrapes
-from app.sim.record import record
-from app.sources.recording import read_scrapes
-from app.twin.engine import Knobs, run
-from app.twin.fit import fit
 from app.twin.speed import MAX_FACTOR, timeline
 from app.twin.steptime import Observation, StepModel
 
@@ -45,26 +37,3 @@ def test_a_stray_window_is_bounded_and_one_window_gives_no_timeline() -> None:
     assert timeline([_gap(0.002, 0)], FLAT, [0.0, 30.0]) == ()
     busy = Observation("busy", 0.004, 10.0, 4.0, 0.0, tile=1)
     assert timeline([_gap(0.002, 0), busy], FLAT, [0.0, 30.0]) == ()
-
-
-@pytest.fixture(scope="module")
-def healthy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return record("healthy", tmp_path_factory.mktemp("speed") / "healthy", duration=120, seed=3)
-
-
-def test_the_replay_runs_each_window_at_its_speed(healthy: Path) -> None:
-    span = from_scrapes(read_scrapes(healthy))
-    twin = fit(span)
-    assert twin.speed and len(twin.speed) == len(span.tiles)
-    assert twin.sources["speed"].startswith("each window's mean inter-token gap")
-    half = twin.duration / 2
-    steady = dataclasses.replace(twin, speed=((0.0, 1.0),))
-    slower = dataclasses.replace(twin, speed=((0.0, 1.0), (half, 1.5)))
-    bounds = {"ttft_bounds": (0.01, 0.1, 1.0, 10.0), "itl_bounds": (0.01, 0.1, 1.0)}
-    a = run(steady, Knobs(), seed=0, **bounds)
-    b = run(slower, Knobs(), seed=0, **bounds)
-    assert a.itl_mean is not None and b.itl_mean is not None
-    # Half the span at 1.5× the step. Both halves see the same arrivals, so about as many
-    # gaps: their mean ≈ 1.25×, and more where the slow half's batch grows (healthy's
-    # step grows with the batch).
-    assert 1.2 < b.itl_mean / a.itl_mean < 1.6
