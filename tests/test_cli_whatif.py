@@ -39,6 +39,9 @@ def test_json_predicts_a_larger_batch_drains_the_queue(
     fit = out["fit"]
     assert fit["engine"]["max_num_seqs"] == 32 and fit["sources"]["max_num_seqs"] == "configured"
     assert 0 <= fit["replay_error"] < 0.5
+    # A simulated server is steady: every window at its mean speed, within a few per cent.
+    speed = fit["speed_timeline"]
+    assert len(speed) >= 2 and all(0.9 < k < 1.1 for _, k in speed), speed
     assert isinstance(out["warnings"], list)
 
 
@@ -51,6 +54,7 @@ def test_text_says_measured_replayed_predicted_and_the_fit(
     for word in ("measured", "replayed", "predicted", "interval", "TTFT p99", "ITL p99"):
         assert word in text
     assert "step time: max(" in text and "replay error:" in text
+    assert "server speed: ×" in text
     assert "max_num_seqs not known" in text  # not given: vLLM's default, said
 
 

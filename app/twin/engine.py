@@ -140,9 +140,8 @@ class _AtSpeed:
         self, new_tokens: int, attn_pairs: float, context_tokens: int, num_seqs: int
     ) -> float:
         i = max(bisect_right(self.starts, self.replica.now) - 1, 0)
-        return (
-            self.step.step_time(new_tokens, attn_pairs, context_tokens, num_seqs)
-            * (self.factors[i])
+        return self.factors[i] * self.step.step_time(
+            new_tokens, attn_pairs, context_tokens, num_seqs
         )
 
     def draft_time(self, tokens: int, cost: float) -> float:
