@@ -3,6 +3,7 @@ simulator recordings (the fit check proper is ``bench/whatif.py``)."""
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import math
 import random
@@ -181,6 +182,34 @@ def test_gpu_memory_utilization_needs_the_memory_to_convert(healthy: Path) -> No
     assert knobs.num_gpu_blocks is not None and knobs.num_gpu_blocks > twin.engine.num_gpu_blocks
     assert any("blocks" in n for n in notes)
     assert knobs_for(twin, {"replicas": 4})[0] == Knobs(rate_scale=0.25)
+
+
+def test_the_front_ends_spread_is_recovered_from_ttfts_body_under_a_queue() -> None:
+    """Engine TTFTs of 3 ms for 80 % of the requests and a queue's 0.3–2 s for the rest,
+    plus front-end delays of mean 4 ms and σ 0.4: the p99 is the queue's, but the body (the
+    buckets to 4× a queue-free TTFT's mean) gives the spread back, even when the replay's
+    queue holds half as many requests as the span's (app.twin.frontend.fit_sigma_body)."""
+    import random
+
+    from app.twin.frontend import FrontEnd, delays, fit_sigma_body
+
+    bounds = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5)
+    rng = random.Random(7)
+
+    def engine(queued: float) -> list[float]:
+        return [rng.uniform(0.3, 2.0) if rng.random() < queued else 0.003 for _ in range(4000)]
+
+    truth = FrontEnd(0.004, 0.4, "truth")
+    span = engine(0.2)
+    measured = [0.0] * (len(bounds) + 1)
+    for v in (a + b for a, b in zip(span, delays(truth, len(span), 99), strict=True)):
+        measured[bisect.bisect_left(bounds, v)] += 1
+    runs = [(s, engine(0.1)) for s in range(3)]
+    fitted = fit_sigma_body(runs, FrontEnd(0.004, 0.7, "prior"), bounds, measured, 4 * 0.007)
+    assert fitted is not None and abs(fitted.sigma - 0.4) <= 0.11, fitted
+    assert "body" in fitted.source
+    # Too few requests under the bound: no fit.
+    assert fit_sigma_body(runs, FrontEnd(0.004, 0.7, "p"), bounds, [0.0] * 13, 0.028) is None
 
 
 def test_the_front_ends_spread_is_recovered_from_a_ttft_p99() -> None:

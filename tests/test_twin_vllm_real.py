@@ -76,8 +76,9 @@ def test_the_api_servers_share_of_ttft_is_measured_and_predicted(
     fe = out["fit"]["frontend"]
     assert 0.001 < fe["mean_s"] < 0.02  # a few ms on this CPU server
     assert "e2e − queue − prefill − decode" in fe["source"]
-    # A queues throughout: the spread is the prior, and a warning says so.
-    assert any("prior spread" in w for w in out["warnings"])
+    # A queues throughout: the spread is fitted on TTFT's body, and a warning says so.
+    assert "TTFT's body" in fe["source"]
+    assert any("TTFT's body" in w for w in out["warnings"])
     measured_b = _whatif(capsys, str(recordings / "maxseqs16"), "--server", "max_num_seqs=16")
     b50 = measured_b["baseline"]["ttft_p50"]
     assert abs(out["predicted"]["ttft_p50"] - b50) / b50 < 0.5

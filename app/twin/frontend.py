@@ -22,8 +22,14 @@ to subtract), so it is a lognormal with that exact mean and a spread ``sigma``:
 * fitted, when the span has no queue: then a TTFT is engine prefill + front end on every
   request, the engine's part is the twin's own, and the sigma whose replayed TTFT p99
   matches the measured one is the front end's tail (:func:`fit_sigma`);
-* otherwise the prior :data:`PRIOR_SIGMA`, said in a warning: the queue's tail would
-  swamp the front end's, so the span cannot show it.
+* fitted on TTFT's *body* when the span queues (:func:`fit_sigma_body`): the queue's
+  tail would swamp the front end's, but the requests that did not wait still make the
+  low buckets, whose shape the spread sets (how many under 5 ms against 5–10 and 10–20
+  ms); the buckets up to :data:`BODY_REACH` × a queue-free TTFT's mean are compared with
+  the replay's, each as a share of the requests under that bound, so a queue the replay
+  gets a little wrong moves none of it; the tail is then the lognormal's;
+* otherwise (too few requests under that bound) the prior :data:`PRIOR_SIGMA`, said in
+  a warning.
 """
 
 from __future__ import annotations
@@ -43,6 +49,11 @@ from app.windows.quantile import histogram_quantiles
 # an asyncio server that streams other requests' tokens while it tokenises a new one.
 PRIOR_SIGMA = 0.7
 SIGMAS = tuple(round(0.1 * k, 1) for k in range(0, 21))
+# TTFT's body: the buckets up to the first bound at or over this many times a queue-free
+# TTFT's mean (the front end's + the prefill's): a lognormal σ 0.7's p99 is 4× its mean.
+BODY_REACH = 4.0
+# Fewer requests than this under that bound fit no spread.
+MIN_BODY = 50
 # The front end is ignored under this mean (nothing worth modelling).
 MIN_MEAN_S = 1e-4
 _SALT = 0x5EED_F0
@@ -136,4 +147,52 @@ def fit_sigma(
         best,
         f"mean e2e − queue − prefill − decode time; spread σ {best} fitted on the "
         "queue-free span's TTFT p99",
+    )
+
+
+def fit_sigma_body(
+    runs: Sequence[tuple[int, Sequence[float]]],
+    fe: FrontEnd,
+    bounds: Sequence[float],
+    measured: Sequence[float],
+    reach: float,
+) -> FrontEnd | None:
+    """The spread whose replayed TTFTs best explain the measured TTFT's body (module
+    docstring): ``measured`` holds the span's TTFT count of each bucket (``bounds``, then
+    ``+Inf``), ``reach`` the seconds the body must reach. Binned maximum likelihood of
+    the body's buckets, each as a share of the requests in the body, on both sides. None
+    when fewer than :data:`MIN_BODY` measured requests lie in the body."""
+    if fe.mean <= 0 or not runs or reach <= 0:
+        return None
+    k = min(bisect_left(bounds, reach), len(bounds) - 1) + 1  # buckets 0..k-1: the body
+    body = list(measured[:k])
+    if sum(body) < MIN_BODY:
+        return None
+    best, best_ll = None, -math.inf
+    for s in SIGMAS:
+        trial = FrontEnd(fe.mean, s, fe.source)
+        counts = [0.0] * k
+        for seed, engine in runs:
+            for v in (a + b for a, b in zip(engine, delays(trial, len(engine), seed), strict=True)):
+                i = bisect_left(bounds, v)
+                if i < k:
+                    counts[i] += 1
+        total = sum(counts)
+        if total <= 0:
+            continue
+        # Half a request in every bucket, so an empty replayed bucket is unlikely, not impossible.
+        ll = sum(
+            m * math.log((c + 0.5) / (total + 0.5 * k))
+            for m, c in zip(body, counts, strict=True)
+            if m
+        )
+        if ll > best_ll + 1e-9:
+            best, best_ll = s, ll
+    if best is None:
+        return None
+    return FrontEnd(
+        fe.mean,
+        best,
+        f"mean e2e − queue − prefill − decode time; spread σ {best} fitted on TTFT's body "
+        f"(the buckets to {bounds[k - 1] * 1000:g} ms; the queue's tail left out)",
     )

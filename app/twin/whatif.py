@@ -25,19 +25,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.model import Quantile, Window
+from app.model import HistogramDelta, Quantile, Window
 from app.twin.engine import Knobs, Outcome, run
 from app.twin.fit import Twin
-from app.twin.frontend import FrontEnd, fit_sigma, ttft_quantiles
+from app.twin.frontend import BODY_REACH, FrontEnd, fit_sigma, fit_sigma_body, ttft_quantiles
 
 MIN_ERROR = 0.10
 MAX_CORRECTION = 1.5
 # The figures a prediction multiplies by measured ÷ replayed (NVIDIA Dynamo's planner
 # corrects its predictions so): the inter-token ones, whose bias is the server's step
 # time and carries over to another setting. TTFT only when neither the span nor the
-# prediction has a queue (waiting under QUEUE_FREE on average): then it is a prefill
-# step's on both sides; where a queue is on one side, the tail is the queue's, whose
-# regime the change moves, and a correction fitted on one regime misleads in the other.
+# prediction has a queue that shapes it (:func:`_queue_free`): then it is a prefill
+# step's and the API server's on both sides; where a queue is on one side, the tail is
+# the queue's, whose regime the change moves, and a correction fitted on one regime
+# misleads in the other.
 CORRECTED: tuple[str, ...] = ("itl_p50", "itl_p99")
 QUEUE_FREE = 1.0
 SEEDS = 5
@@ -307,7 +308,7 @@ def calibrate(twin: Twin, whole: Window, *, seeds: int = SEEDS) -> Calibration:
     if target_itl and first.itl_mean:
         scale = min(max(target_itl / first.itl_mean, 0.5), 2.0)
     outs = [run(twin, Knobs(step_scale=scale), seed=s, **bounds) for s in range(seeds)]
-    twin = _with_frontend(twin, base, outs, bounds["ttft_bounds"], whole.means.get("queue_time"))
+    twin = _with_frontend(twin, base, outs, bounds["ttft_bounds"], _buckets(ttft_h))
     replay = _figures([_refigured(o, twin.frontend, bounds["ttft_bounds"]) for o in outs])
     errors = {n: _rel(replay.value(n), base.value(n)) for n in FIGURES}
     return Calibration(twin, bounds, base, scale, replay, errors, seeds)
@@ -318,30 +319,47 @@ def _with_frontend(
     base: Figures,
     outs: list[Outcome],
     bounds: tuple[float, ...],
-    queue_mean: float | None,
+    measured_ttft: list[float],
 ) -> Twin:
-    """The twin with its front end's spread fitted on a queue-free span's TTFT p99, or
-    with the prior and a warning saying so (:mod:`app.twin.frontend`).
-
-    Queue-free here means the queue cannot shape TTFT's tail: few requests waiting on the
-    pages, and the requests' own mean queue time (exact: ``request_queue_time``'s sum over
-    its count) below the API server's mean share — a waiting gauge sampled every few
-    seconds misses short queues that still make the p99."""
+    """The twin with its front end's spread fitted on a queue-free span's TTFT p99
+    (:func:`_queue_free`), on a queued span's TTFT body, or the prior; a queued span's
+    warning says which (:mod:`app.twin.frontend`)."""
     fe = twin.frontend
     p99 = base.ttft_p99.value
     if fe.mean <= 0:
         return twin
-    queued = queue_mean is not None and queue_mean > fe.mean
-    if _queue_free(base) and not queued and p99 and not base.ttft_p99.ge_top_bucket:
-        fitted = fit_sigma([(o.seed, o.engine_ttfts) for o in outs], fe, bounds, p99)
-        return dataclasses.replace(
+    runs = [(o.seed, o.engine_ttfts) for o in outs]
+    fitted: FrontEnd | None = None
+    warning = None
+    if _queue_free(base, fe) and p99 and not base.ttft_p99.ge_top_bucket:
+        fitted = fit_sigma(runs, fe, bounds, p99)
+    else:
+        reach = BODY_REACH * (fe.mean + (base.prefill_time_mean or 0.0))
+        fitted = fit_sigma_body(runs, fe, bounds, measured_ttft, reach)
+        if fitted is not None:
+            warning = (
+                f"the API server's share of TTFT (mean {fe.mean * 1000:.3g} ms, measured) has "
+                f"the spread σ {fitted.sigma} of TTFT's body: the span's queue hides the front "
+                "end's own tail, which is the lognormal's"
+            )
+        else:
+            warning = (
+                f"the API server's share of TTFT (mean {fe.mean * 1000:.3g} ms, measured) has "
+                f"the prior spread σ {fe.sigma}: the span's queue hides the front end's own "
+                "tail, and too few requests are in TTFT's body to fit it on"
+            )
+    if fitted is not None:
+        twin = dataclasses.replace(
             twin, frontend=fitted, sources={**twin.sources, "frontend": fitted.source}
         )
-    warning = (
-        f"the API server's share of TTFT (mean {fe.mean * 1000:.3g} ms, measured) has the "
-        f"prior spread σ {fe.sigma}: the span's queue hides the front end's own tail"
-    )
-    return dataclasses.replace(twin, warnings=(*twin.warnings, warning))
+    if warning is not None:
+        twin = dataclasses.replace(twin, warnings=(*twin.warnings, warning))
+    return twin
+
+
+def _buckets(h: HistogramDelta) -> list[float]:
+    """A histogram's count of each bucket, its bounds' then ``+Inf``."""
+    return [h.buckets.get(i, 0.0) for i in range(len(h.bounds) + 1)]
 
 
 def _refigured(o: Outcome, fe: FrontEnd, bounds: tuple[float, ...]) -> Outcome:
@@ -358,7 +376,8 @@ def estimate(cal: Calibration, knobs: Knobs) -> tuple[Figures, dict[str, float],
     runs = [run(cal.twin, pk, seed=s, **cal.bounds) for s in range(cal.seeds)]
     predicted = _figures(runs)
     corrected = CORRECTED
-    if _queue_free(cal.base) and _queue_free(predicted):
+    fe = cal.twin.frontend
+    if _queue_free(cal.base, fe) and _queue_free(predicted, fe):
         corrected = FIGURES  # TTFT is a prefill step's on both sides: its bias carries over
     ratio = {
         n: _ratio(cal.base.value(n), cal.replay.value(n)) if n in corrected else 1.0
@@ -419,8 +438,18 @@ def predict_from(
     )
 
 
-def _queue_free(f: Figures) -> bool:
-    return f.waiting_avg is not None and f.waiting_avg < QUEUE_FREE
+def _queue_free(f: Figures, fe: FrontEnd) -> bool:
+    """Whether the queue cannot shape TTFT's tail in ``f``: few requests waiting on
+    average (under ``QUEUE_FREE``), and the requests' own mean queue time — exact where
+    the page has ``request_queue_time``; a waiting gauge sampled every few seconds misses
+    short queues that still make the p99 — no longer than the rest of a TTFT's smallest
+    part (the API server's mean share; the mean prefill without a front end)."""
+    if f.waiting_avg is None or f.waiting_avg >= QUEUE_FREE:
+        return False
+    if f.queue_time_mean is None:
+        return True
+    rest = fe.mean if fe.mean > 0 else (f.prefill_time_mean or 0.0)
+    return f.queue_time_mean <= rest
 
 
 def _ratio(measured_v: float | None, replayed: float | None) -> float:
