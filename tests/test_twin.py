@@ -189,8 +189,6 @@ def test_the_front_ends_spread_is_recovered_from_ttfts_body_under_a_queue() -> N
     plus front-end delays of mean 4 ms and σ 0.4: the p99 is the queue's, but the body (the
     buckets to 4× a queue-free TTFT's mean) gives the spread back, even when the replay's
     queue holds half as many requests as the span's (app.twin.frontend.fit_sigma_body)."""
-    import random
-
     from app.twin.frontend import FrontEnd, delays, fit_sigma_body
 
     bounds = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5)

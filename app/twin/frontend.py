@@ -108,18 +108,30 @@ def ttft_quantiles(
 ) -> tuple[Quantile, Quantile, float | None]:
     """p50, p99 (bucketed with ``bounds``, as ``histogram_quantile``) and mean of the
     client-side TTFTs: each engine TTFT plus a front-end delay."""
-    values = [a + b for a, b in zip(engine_ttfts, delays(fe, len(engine_ttfts), seed), strict=True)]
+    values = _with_delays(engine_ttfts, fe, seed)
     if not values:
         return Quantile(None), Quantile(None), None
-    counts = [0] * (len(bounds) + 1)
-    for v in values:
-        counts[bisect_left(bounds, v)] += 1
+    counts = _bucket_counts(values, bounds)
     cum, acc = [], 0
     for c in counts:
         acc += c
         cum.append(acc)
     q = histogram_quantiles((0.5, 0.99), tuple(bounds), cum)
     return q[0], q[1], sum(values) / len(values)
+
+
+def _with_delays(engine_ttfts: Sequence[float], fe: FrontEnd, seed: int) -> list[float]:
+    """Each engine TTFT plus its front-end delay (the seed's draws)."""
+    draws = delays(fe, len(engine_ttfts), seed)
+    return [a + b for a, b in zip(engine_ttfts, draws, strict=True)]
+
+
+def _bucket_counts(values: Sequence[float], bounds: Sequence[float]) -> list[int]:
+    """How many ``values`` fall in each bucket: ``bounds``', then ``+Inf``."""
+    counts = [0] * (len(bounds) + 1)
+    for v in values:
+        counts[bisect_left(bounds, v)] += 1
+    return counts
 
 
 def fit_sigma(
@@ -171,12 +183,10 @@ def fit_sigma_body(
     best, best_ll = None, -math.inf
     for s in SIGMAS:
         trial = FrontEnd(fe.mean, s, fe.source)
-        counts = [0.0] * k
+        counts = [0] * k
         for seed, engine in runs:
-            for v in (a + b for a, b in zip(engine, delays(trial, len(engine), seed), strict=True)):
-                i = bisect_left(bounds, v)
-                if i < k:
-                    counts[i] += 1
+            run_counts = _bucket_counts(_with_delays(engine, trial, seed), bounds)
+            counts = [c + r for c, r in zip(counts, run_counts[:k], strict=True)]
         total = sum(counts)
         if total <= 0:
             continue

@@ -329,7 +329,7 @@ def _with_frontend(
     if fe.mean <= 0:
         return twin
     runs = [(o.seed, o.engine_ttfts) for o in outs]
-    fitted: FrontEnd | None = None
+    fitted: FrontEnd | None
     warning = None
     if _queue_free(base, fe) and p99 and not base.ttft_p99.ge_top_bucket:
         fitted = fit_sigma(runs, fe, bounds, p99)
