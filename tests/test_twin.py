@@ -206,8 +206,38 @@ def test_the_front_ends_spread_is_recovered_from_ttfts_body_under_a_queue() -> N
     fitted = fit_sigma_body(runs, FrontEnd(0.004, 0.7, "prior"), bounds, measured, 4 * 0.007)
     assert fitted is not None and abs(fitted.sigma - 0.4) <= 0.11, fitted
     assert "body" in fitted.source
-    # Too few requests under the bound: no fit.
+    # No request under the bound: no fit.
     assert fit_sigma_body(runs, FrontEnd(0.004, 0.7, "p"), bounds, [0.0] * 13, 0.028) is None
+
+
+def test_a_thin_body_moves_the_front_ends_spread_from_the_prior_only_as_far_as_it_shows() -> None:
+    """A spread far from the prior (σ 1.0 against 0.4): a body of thousands of requests
+    gives it back; the same body's shape in 16 requests, or 3 (a span queued so hard that
+    almost none missed the queue), lands between the prior and the truth, nearer the prior
+    the thinner it is (app.twin.frontend.fit_sigma_body)."""
+    from app.twin.frontend import PRIOR_SIGMA, FrontEnd, delays, fit_sigma_body
+
+    bounds = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5)
+    rng = random.Random(11)
+
+    def engine(queued: float) -> list[float]:
+        return [rng.uniform(0.3, 2.0) if rng.random() < queued else 0.003 for _ in range(4000)]
+
+    span = engine(0.2)
+    measured = [0.0] * (len(bounds) + 1)
+    for v in (a + b for a, b in zip(span, delays(FrontEnd(0.004, 1.0, "t"), 4000, 5), strict=True)):
+        measured[bisect.bisect_left(bounds, v)] += 1
+    runs = [(s, engine(0.2)) for s in range(3)]
+    prior = FrontEnd(0.004, PRIOR_SIGMA, "prior")
+
+    def fit(share: float) -> float:
+        got = fit_sigma_body(runs, prior, bounds, [m * share for m in measured], 0.028)
+        assert got is not None
+        return got.sigma
+
+    thick, thin, thinner = fit(1.0), fit(0.005), fit(0.001)
+    assert abs(thick - 1.0) <= 0.11, thick
+    assert PRIOR_SIGMA < thinner < thin < thick, (thinner, thin, thick)
 
 
 def test_the_front_ends_spread_is_recovered_from_a_ttft_p99() -> None:

@@ -27,9 +27,12 @@ to subtract), so it is a lognormal with that exact mean and a spread ``sigma``:
   low buckets, whose shape the spread sets (how many under 5 ms against 5–10 and 10–20
   ms); the buckets up to :data:`BODY_REACH` × a queue-free TTFT's mean are compared with
   the replay's, each as a share of the requests under that bound, so a queue the replay
-  gets a little wrong moves none of it; the tail is then the lognormal's;
-* otherwise (too few requests under that bound) the prior :data:`PRIOR_SIGMA`, said in
-  a warning.
+  gets a little wrong moves none of it; the tail is then the lognormal's. The body's
+  likelihood is weighed against the prior (:data:`PRIOR_SIGMA`, :data:`PRIOR_SD`): a
+  body of a few hundred requests speaks for itself, one of a few dozen moves the spread
+  from the prior only as far as its evidence reaches (a span queued so hard that almost
+  no request missed the queue);
+* otherwise (no request under that bound) the prior, said in a warning.
 """
 
 from __future__ import annotations
@@ -44,16 +47,20 @@ from dataclasses import dataclass
 from app.model import Quantile, Window
 from app.windows.quantile import histogram_quantiles
 
-# A lognormal spread of 0.7 puts the p99 at ~4× the mean: the median of the spreads fitted on
-# vLLM's own API server (tests/data/vllm_real, five queue-free runs: σ 0.6–1.0); the tail of
-# an asyncio server that streams other requests' tokens while it tokenises a new one.
-PRIOR_SIGMA = 0.7
+# The median of the spreads fitted on vLLM's own API server: the ten recordings of
+# tests/data/vllm_real (each pair's A and B, maxseqs4 and maxseqs16), each fitted on its
+# queue-free p99 or on its body as the twin does (σ 0, 0, 0.2, 0.3, 0.4, 0.4, 0.5, 0.5,
+# 0.6, 1.4). A lognormal σ 0.4 puts the p99 at 2.3× the mean: the tail of an asyncio server
+# that streams other requests' tokens while it tokenises a new one. (0.7 before: fitted on
+# p99s that short queues under the waiting gauge had shaped.)
+PRIOR_SIGMA = 0.4
+# How far the spread is believed to lie from the prior before a body is seen: the fits
+# above scatter by about this much.
+PRIOR_SD = 0.3
 SIGMAS = tuple(round(0.1 * k, 1) for k in range(0, 21))
 # TTFT's body: the buckets up to the first bound at or over this many times a queue-free
 # TTFT's mean (the front end's + the prefill's): a lognormal σ 0.7's p99 is 4× its mean.
 BODY_REACH = 4.0
-# Fewer requests than this under that bound fit no spread.
-MIN_BODY = 50
 # The front end is ignored under this mean (nothing worth modelling).
 MIN_MEAN_S = 1e-4
 _SALT = 0x5EED_F0
@@ -171,14 +178,16 @@ def fit_sigma_body(
 ) -> FrontEnd | None:
     """The spread whose replayed TTFTs best explain the measured TTFT's body (module
     docstring): ``measured`` holds the span's TTFT count of each bucket (``bounds``, then
-    ``+Inf``), ``reach`` the seconds the body must reach. Binned maximum likelihood of
-    the body's buckets, each as a share of the requests in the body, on both sides. None
-    when fewer than :data:`MIN_BODY` measured requests lie in the body."""
+    ``+Inf``), ``reach`` the seconds the body must reach. The binned likelihood of the
+    body's buckets, each as a share of the requests in the body on both sides, times the
+    prior's (:data:`PRIOR_SIGMA`, :data:`PRIOR_SD`): the most probable spread. None when
+    no measured request lies in the body."""
     if fe.mean <= 0 or not runs or reach <= 0:
         return None
     k = min(bisect_left(bounds, reach), len(bounds) - 1) + 1  # buckets 0..k-1: the body
     body = list(measured[:k])
-    if sum(body) < MIN_BODY:
+    n = sum(body)
+    if n <= 0:
         return None
     best, best_ll = None, -math.inf
     for s in SIGMAS:
@@ -195,7 +204,7 @@ def fit_sigma_body(
             m * math.log((c + 0.5) / (total + 0.5 * k))
             for m, c in zip(body, counts, strict=True)
             if m
-        )
+        ) - (s - PRIOR_SIGMA) ** 2 / (2 * PRIOR_SD**2)
         if ll > best_ll + 1e-9:
             best, best_ll = s, ll
     if best is None:
@@ -204,5 +213,6 @@ def fit_sigma_body(
         fe.mean,
         best,
         f"mean e2e − queue − prefill − decode time; spread σ {best} fitted on TTFT's body "
-        f"(the buckets to {bounds[k - 1] * 1000:g} ms; the queue's tail left out)",
+        f"({n:.0f} requests in the buckets to {bounds[k - 1] * 1000:g} ms, weighed against "
+        f"the prior σ {PRIOR_SIGMA}; the queue's tail left out)",
     )

@@ -346,7 +346,7 @@ def _with_frontend(
             warning = (
                 f"the API server's share of TTFT (mean {fe.mean * 1000:.3g} ms, measured) has "
                 f"the prior spread σ {fe.sigma}: the span's queue hides the front end's own "
-                "tail, and too few requests are in TTFT's body to fit it on"
+                "tail, and no request is in TTFT's body to fit it on"
             )
     if fitted is not None:
         twin = dataclasses.replace(
