@@ -31,6 +31,10 @@ Per pair and figure (TTFT p99, ITL p99, then the p50s):
 * **pred**: the twins' B, the mean of the runs' predictions, and the lowest and highest
   bound of their intervals;
 * **err**: the median over the runs of ``|pred(k) − B(k)| / B(k)``;
+* **noise**: the same error for B's other runs taken as the prediction — the median over
+  runs k and j ≠ k of ``|B(j) − B(k)| / B(k)`` (two runs or more): what the server itself
+  scatters by between sittings at one setting, the floor no prediction made from another
+  sitting gets under;
 * **dir**: runs whose twin's ``effect`` (its prediction ÷ its own replay of A, the replay's
   bias divided out) has the sign of ``B(k)/A(k) − 1`` (a measured change under 5 % is flat,
   and then an effect under 10 % is right), of the runs;
@@ -185,6 +189,14 @@ def _mean(xs: list[Measured]) -> tuple[float | None, float | None, float | None,
     return statistics.fmean(vals), min(vals), max(vals), any(m.floor for m in xs)
 
 
+def run_to_run(values: list[float | None]) -> float | None:
+    """The median over ordered pairs of runs (k, j ≠ k) of ``|v(j) − v(k)| / v(k)``: how
+    far one run of a setting is from another; None under two runs."""
+    vals = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    errs = [abs(b - a) / a for i, a in enumerate(vals) for j, b in enumerate(vals) if i != j]
+    return statistics.median(errs) if errs else None
+
+
 def direction(a: float | None, b: float | None, effect: float | None) -> bool | None:
     """The twin's effect (predicted ÷ its replay of A) against the measured B ÷ A − 1."""
     if a is None or b is None or effect is None or a <= 0:
@@ -286,7 +298,8 @@ def main() -> int:
     print(
         "ms; A, B: measured mean [min–max] (runs); pred: the twin's B, mean over the runs' "
         "fits [lowest–highest bound of their intervals]; err: median over runs of "
-        "|pred − B| / B; dir: runs whose direction of B/A is right; in: runs whose B is "
+        "|pred − B| / B; noise: median over runs of |B(other run) − B| / B; dir: runs "
+        "whose direction of B/A is right; in: runs whose B is "
         "inside its interval; replay: the twins' median replay error on A; *: rank in "
         "vLLM's lowest bucket"
     )
@@ -296,12 +309,13 @@ def main() -> int:
     print()
     head = (
         f"{'PAIR':<13} {'change':<33} {'figure':<8} {'A':<25} {'B':<25} "
-        f"{'pred B [interval]':<27} {'err':>5} {'B/A':>5} {'effect':>6} {'dir':>4} {'in':>4} "
-        f"{'replay':>6}"
+        f"{'pred B [interval]':<27} {'err':>5} {'noise':>5} {'B/A':>5} {'effect':>6} "
+        f"{'dir':>4} {'in':>4} {'replay':>6}"
     )
     print(head)
     errs: dict[str, list[float]] = {name: [] for name in FIGURES}
     run_errs: dict[str, list[float]] = {name: [] for name in FIGURES}
+    noises: dict[str, list[float]] = {name: [] for name in FIGURES}
     dirs_ok: dict[str, list[bool]] = {"p99": [], "p50": []}
     inside: dict[str, list[bool]] = {"p99": [], "p50": []}
     floors = 0
@@ -339,6 +353,9 @@ def main() -> int:
                 if iv is not None and b is not None:
                     hits.append(iv[0] <= b <= iv[1])
             err = statistics.median(run_err) if run_err else None
+            noise = run_to_run([r["b"][name].value for r in runs])
+            if noise is not None:
+                noises[name].append(noise)
             kind = name[-3:]
             if err is not None:
                 errs[name].append(err)
@@ -355,6 +372,7 @@ def main() -> int:
                 f"{LABELS[name]:<8} {_cell(am, alo, ahi, len(runs), afl):<25} "
                 f"{_cell(bm, blo, bhi, len(runs), bfl):<25} {pred:<27} "
                 f"{'n/a' if err is None else f'{err:.0%}':>5} "
+                f"{'n/a' if noise is None else f'{noise:.0%}':>5} "
                 f"{'n/a' if ratio is None else f'{ratio:.2f}':>5} "
                 f"{'n/a' if effect is None else f'{effect:.2f}':>6} "
                 f"{_tally(oks, 'ok', 'NO'):>4} {_tally(hits, 'y', 'n'):>4} "
@@ -395,6 +413,13 @@ def main() -> int:
             )
         else:
             print(f"{label}: n/a")
+    for name in FIGURES:
+        ns = noises[name]
+        if ns:
+            print(
+                f"median_run_to_run_noise_{name}: {statistics.median(ns):.3f} ({len(ns)} "
+                "pairs with two runs or more: B's runs against each other)"
+            )
     for kind in ("p99", "p50"):
         suffix = "" if kind == "p99" else "_p50"
         print(f"direction_right{suffix}: {sum(dirs_ok[kind])}/{len(dirs_ok[kind])} (runs)")

@@ -125,3 +125,16 @@ def test_a_server_slower_in_some_windows_queues_longer_at_twice_the_traffic(
         assert p99 is not None and p99 > 0
         errors.append(abs(math.log(p99 / measured_b)))
     assert errors[0] < errors[1], errors
+
+
+def test_the_benchs_run_to_run_noise_is_each_run_of_b_taken_as_anothers_prediction() -> None:
+    """``bench/whatif_vllm.py``'s noise column: B's runs against each other, every
+    ordered pair of runs, as the twin's error is taken (|other − run| / run)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from whatif_vllm import run_to_run
+
+    assert run_to_run([1.0, 3.0]) == pytest.approx((2.0 + 2.0 / 3.0) / 2)  # 200 % and 67 %
+    assert run_to_run([2.0, 2.0, 2.0]) == 0.0
+    assert run_to_run([4.8]) is None and run_to_run([4.8, None]) is None
