@@ -20,6 +20,7 @@ from app.twin.engine import Knobs, run
 from app.twin.fit import FitError, fit
 from app.twin.lengths import fit_lengths
 from app.twin.steptime import Observation, StepModel, fit_step
+from app.twin.steptime import predict as predict_step
 from app.twin.whatif import ChangeError, knobs_for, parse_change, predict
 
 TOKENS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
@@ -94,6 +95,36 @@ def test_one_load_level_leaves_the_batch_slope_to_its_prior() -> None:
     assert fitted is not None
     assert fitted.sources["per_seq"].startswith("prior")
     assert fitted.model.per_seq == 0.0
+
+
+def test_one_prompt_mix_prices_its_tokens_not_a_fixed_charge_on_every_step() -> None:
+    # One load level and one prompt mix, as in a CPU vLLM's windows: the prefill step's
+    # cost cannot be split between a fixed compute charge and a price per token. The
+    # price per token is kept (physics: a compute-bound step costs its tokens); a fixed
+    # charge over the memory floor would make every decode step compute-bound too, and
+    # the fit would miss the prefill time by half.
+    truth = StepModel(0.001, 0.0, 2.2e-5, 7.4e-7)
+    lengths = (0.30, 0.43, 0.52, 0.61, 0.70, 0.80, 0.91, 1.03, 1.19, 1.39, 1.70, 2.41)
+    rng = random.Random(2)
+    obs = []
+    for _ in range(9):
+        run = rng.uniform(1.2, 2.3)
+        ctx = run * rng.uniform(300, 480)
+        prompt = rng.uniform(110, 140)
+        for kind, weight in (("decode", 100.0), ("prefill", 13.0)):
+            share = 0.011 if kind == "decode" else 0.0
+            o = Observation(kind, 1.0, weight, run, ctx, prompt, run - 1, share, 2048.0, lengths)
+            y = predict_step(o, truth) * rng.uniform(0.92, 1.08)
+            obs.append(dataclasses.replace(o, y=y))
+    fitted = fit_step(obs, PRIORS)
+    assert fitted is not None
+    assert fitted.sources["per_token"] == "data"
+    assert fitted.model.per_token == pytest.approx(truth.per_token, rel=0.15)
+    assert fitted.model.compute_base == 0.0
+    for kind in ("decode", "prefill"):
+        mine = [o for o in obs if o.kind == kind]
+        predicted = sum(predict_step(o, fitted.model) for o in mine)
+        assert predicted == pytest.approx(sum(o.y for o in mine), rel=0.05), kind
 
 
 @pytest.fixture(scope="module")

@@ -35,7 +35,10 @@ Weighted least squares on relative errors, with a weak pull (ridge) toward a pri
 term; a slope the data do not pin down — negative, or less than
 ``MIN_T`` standard errors from 0 (its feature moves with another, or too little) — keeps
 its prior, said in a warning (one load level gives no batch-size slope: the step is
-taken as flat in the batch, as a bandwidth-bound decode is). No term is negative.
+taken as flat in the batch, as a bandwidth-bound decode is). Of two weak slopes the fixed
+charge of a compute-bound step (``compute_base``) goes back to its prior before the price
+of a prompt token: one prompt mix cannot tell them apart, and a fixed charge over the
+memory floor would price every decode step as compute-bound. No term is negative.
 """
 
 from __future__ import annotations
@@ -250,7 +253,9 @@ def _fit_terms(
             for k, c in zip(free, coef, strict=True):
                 values[TERMS[k]] = max(c, 0.0)
             break
-        _, k = min(weak)
+        # compute_base before per_token: where the two cannot be told apart, a compute-
+        # bound step's cost is its tokens' (reference/physics.md), not a fixed charge.
+        _, k = min(weak, key=lambda tk: (tk[1] != 4, tk[0]))
         free.remove(k)
         values[TERMS[k]] = priors[TERMS[k]][0]
         sources[TERMS[k]] = f"prior: {priors[TERMS[k]][1]} (the data do not pin this slope down)"
