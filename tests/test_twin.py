@@ -3,7 +3,6 @@ simulator recordings (the fit check proper is ``bench/whatif.py``)."""
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 import math
 import random
@@ -215,60 +214,45 @@ def test_gpu_memory_utilization_needs_the_memory_to_convert(healthy: Path) -> No
     assert knobs_for(twin, {"replicas": 4})[0] == Knobs(rate_scale=0.25)
 
 
-def test_the_front_ends_spread_is_recovered_from_ttfts_body_under_a_queue() -> None:
-    """Engine TTFTs of 3 ms for 80 % of the requests and a queue's 0.3–2 s for the rest,
-    plus front-end delays of mean 4 ms and σ 0.4: the p99 is the queue's, but the body (the
-    buckets to 4× a queue-free TTFT's mean) gives the spread back, even when the replay's
-    queue holds half as many requests as the span's (app.twin.frontend.fit_sigma_body)."""
-    from app.twin.frontend import FrontEnd, delays, fit_sigma_body
+@pytest.mark.parametrize("version", ["0.33", "0.6"])
+def test_the_queue_time_starts_when_the_engine_core_reads_the_request(version: str) -> None:
+    """vLLM V1 times a request's queue from its QUEUED event, when the engine core reads
+    it between two steps: one that arrives during a step waits for the step's end in
+    neither the queue nor the prefill. V0 times it from the arrival. The simulator's
+    replica books it so (reference/vllm-metrics.md §1.4)."""
+    from app.sim.engine import Replica
+    from app.sim.scenario import load
 
-    bounds = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5)
-    rng = random.Random(7)
-
-    def engine(queued: float) -> list[float]:
-        return [rng.uniform(0.3, 2.0) if rng.random() < queued else 0.003 for _ in range(4000)]
-
-    truth = FrontEnd(0.004, 0.4, "truth")
-    span = engine(0.2)
-    measured = [0.0] * (len(bounds) + 1)
-    for v in (a + b for a, b in zip(span, delays(truth, len(span), 99), strict=True)):
-        measured[bisect.bisect_left(bounds, v)] += 1
-    runs = [(s, engine(0.1)) for s in range(3)]
-    fitted = fit_sigma_body(runs, FrontEnd(0.004, 0.7, "prior"), bounds, measured, 4 * 0.007)
-    assert fitted is not None and abs(fitted.sigma - 0.4) <= 0.11, fitted
-    assert "body" in fitted.source
-    # No request under the bound: no fit.
-    assert fit_sigma_body(runs, FrontEnd(0.004, 0.7, "p"), bounds, [0.0] * 13, 0.028) is None
+    replica = Replica(load("healthy", {}), seed=3, version=version)
+    waits: list[float] = []
+    queues: list[float] = []
+    replica.on_finish = lambda r, _t: (
+        waits.append(r.queued - r.arrival),
+        queues.append(r.first_sched - (r.arrival if version == "0.6" else r.queued)),
+    )
+    replica.advance_to(120.0)
+    assert len(waits) > 100 and replica.step_waits == len(waits)
+    # Busy: most arrivals land in a step and wait for its end; an idle engine reads at once.
+    assert sum(w > 0 for w in waits) > len(waits) / 2 and min(waits) >= 0
+    assert replica.step_wait_s == pytest.approx(sum(waits))
+    assert replica.metrics.queue.sum == pytest.approx(sum(queues))
 
 
-def test_a_thin_body_moves_the_front_ends_spread_from_the_prior_only_as_far_as_it_shows() -> None:
-    """A spread far from the prior (σ 1.0 against 0.4): a body of thousands of requests
-    gives it back; the same body's shape in 16 requests, or 3 (a span queued so hard that
-    almost none missed the queue), lands between the prior and the truth, nearer the prior
-    the thinner it is (app.twin.frontend.fit_sigma_body)."""
-    from app.twin.frontend import PRIOR_SIGMA, FrontEnd, delays, fit_sigma_body
+def test_the_wait_for_the_step_in_flight_is_not_counted_twice(healthy: Path) -> None:
+    """A simulated server has no API server of its own: on its page, e2e − queue −
+    prefill − decode is only the wait for the step in flight at each arrival (vLLM's
+    engine core books it in neither the queue nor the prefill). The twin's engine TTFT
+    holds that wait already, so it takes the replay's own off the measured share and no
+    front end is left to add (app.twin.frontend.less_step_wait)."""
+    from app.twin.whatif import calibrate
 
-    bounds = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5)
-    rng = random.Random(11)
-
-    def engine(queued: float) -> list[float]:
-        return [rng.uniform(0.3, 2.0) if rng.random() < queued else 0.003 for _ in range(4000)]
-
-    span = engine(0.2)
-    measured = [0.0] * (len(bounds) + 1)
-    for v in (a + b for a, b in zip(span, delays(FrontEnd(0.004, 1.0, "t"), 4000, 5), strict=True)):
-        measured[bisect.bisect_left(bounds, v)] += 1
-    runs = [(s, engine(0.2)) for s in range(3)]
-    prior = FrontEnd(0.004, PRIOR_SIGMA, "prior")
-
-    def fit(share: float) -> float:
-        got = fit_sigma_body(runs, prior, bounds, [m * share for m in measured], 0.028)
-        assert got is not None
-        return got.sigma
-
-    thick, thin, thinner = fit(1.0), fit(0.005), fit(0.001)
-    assert abs(thick - 1.0) <= 0.11, thick
-    assert PRIOR_SIGMA < thinner < thin < thick, (thinner, thin, thick)
+    span = from_scrapes(read_scrapes(healthy))
+    twin = fit(span)
+    assert twin.frontend.mean > 0.002  # the page's share: the wait, a few ms here
+    cal = calibrate(twin, span.whole, seeds=2)
+    fe = cal.twin.frontend
+    assert fe.mean < 0.25 * twin.frontend.mean, fe
+    assert "less the replay's wait for the step in flight" in fe.source
 
 
 def test_the_front_ends_spread_is_recovered_from_a_ttft_p99() -> None:

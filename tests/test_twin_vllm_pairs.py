@@ -20,6 +20,7 @@ from app.diagnose.server import ServerSettings
 from app.read.whatif import from_scrapes
 from app.sources.recording import read_scrapes
 from app.twin.fit import fit
+from app.twin.frontend import PRIOR_SIGMA
 from app.twin.whatif import knobs_for, measured, predict
 
 DATA = Path(__file__).parent / "data" / "vllm_real"
@@ -51,14 +52,16 @@ def test_the_twin_predicts_which_way_a_real_vllm_moves(
     assert (effect - 1) * (b / a - 1) > 0, (name, a, b, effect)
 
 
-def test_a_short_queue_under_the_gauges_fits_the_api_servers_spread_on_ttfts_body(
+def test_a_short_queue_under_the_gauges_keeps_the_api_servers_spread_at_its_prior(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """maxseqs4to16's A has few requests waiting on its pages (mean 0.34) but its
     requests' own mean queue time is over the API server's share: its TTFT tail is the
-    queue's. So the spread is fitted on TTFT's body, not its p99 (3× B's measured p99 when
-    it was), and B, without a queue, is not corrected by A's queue-shaped replay error
-    (×1.5, 55 % over B's measured p99, when it was)."""
+    queue's. So the spread is not fitted on its p99 (3× B's measured p99 when it was) nor
+    on TTFT's body (half B's measured p99 once the wait for the step in flight was no
+    longer counted twice: the body is narrower than the tail), and B, without a queue, is
+    not corrected by A's queue-shaped replay error (×1.5, 55 % over B's measured p99,
+    when it was)."""
     with tarfile.open(DATA / "maxseqs4to16.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")
     pair_dir = tmp_path / "maxseqs4to16"
@@ -67,8 +70,8 @@ def test_a_short_queue_under_the_gauges_fits_the_api_servers_spread_on_ttfts_bod
     assert main([*args, "--seeds", "2"]) == 0
     out: dict[str, Any] = json.loads(capsys.readouterr().out)
     assert out["baseline"]["waiting_avg"] < 1.0
-    assert "TTFT's body" in out["fit"]["frontend"]["source"]
-    assert any("spread σ" in w and "TTFT's body" in w for w in out["warnings"])
+    assert out["fit"]["frontend"]["sigma"] == PRIOR_SIGMA
+    assert any("prior spread" in w for w in out["warnings"])
     b = _ttft_p99(pair_dir / "B" / "run1")
     assert out["predicted"]["ttft_p99"] == pytest.approx(b, rel=0.25), (out["predicted"], b)
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from app.cli import main
+from app.twin.frontend import PRIOR_SIGMA
 
 DATA = Path(__file__).parent / "data" / "vllm_real"
 
@@ -76,9 +77,11 @@ def test_the_api_servers_share_of_ttft_is_measured_and_predicted(
     fe = out["fit"]["frontend"]
     assert 0.001 < fe["mean_s"] < 0.02  # a few ms on this CPU server
     assert "e2e − queue − prefill − decode" in fe["source"]
-    # A queues throughout: the spread is fitted on TTFT's body, and a warning says so.
-    assert "TTFT's body" in fe["source"]
-    assert any("TTFT's body" in w for w in out["warnings"])
+    # The engine's wait for the step in flight is in the twin's engine TTFT, not twice.
+    assert "less the replay's wait for the step in flight" in fe["source"]
+    # A queues throughout: its tail is the queue's, so the spread is the prior, said so.
+    assert fe["sigma"] == PRIOR_SIGMA and "prior" in fe["source"]
+    assert any("prior spread" in w for w in out["warnings"])
     measured_b = _whatif(capsys, str(recordings / "maxseqs16"), "--server", "max_num_seqs=16")
     b50 = measured_b["baseline"]["ttft_p50"]
     assert abs(out["predicted"]["ttft_p50"] - b50) / b50 < 0.5

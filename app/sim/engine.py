@@ -95,6 +95,10 @@ class Replica:
         self._interval_gen = 0
         self.on_finish: Callable[[Request, float], None] | None = None
         self.held: set[Request] = set()
+        # The finished requests' waits for the step in flight when they arrived (arrival
+        # to QUEUED): their sum and count.
+        self.step_wait_s = 0.0
+        self.step_waits = 0
 
     # -- arrivals -----------------------------------------------------------------------
 
@@ -123,6 +127,7 @@ class Replica:
                     self.metrics.rejections["max_num_queued_reqs"] += 1
                     self.truth.cur.acct.rejected += 1
                     continue
+                r.queued = t
                 sched.waiting.append(r)
                 self.arrived.append(r)
             self.inbox = []
@@ -146,6 +151,7 @@ class Replica:
                 self.truth.cur.acct.rejected += 1
                 continue
             self.truth.arrival(r)
+            r.queued = t
             sched.waiting.append(r)
             self.arrived.append(r)
 
@@ -448,7 +454,13 @@ class Replica:
         m = self.metrics
         decode = t - r.first_token
         m.e2e.observe(t - r.arrival)
-        m.queue.observe(r.first_sched - r.arrival)
+        # V1 counts the queue from the engine core's QUEUED event, when it reads the
+        # request between two steps: the wait for the step in flight at its arrival is in
+        # neither the queue nor the prefill (reference/vllm-metrics.md §1.4). V0 from the
+        # arrival.
+        m.queue.observe(r.first_sched - (r.arrival if self.version == "0.6" else r.queued))
+        self.step_wait_s += r.queued - r.arrival
+        self.step_waits += 1
         m.prefill.observe(r.first_token - r.first_sched)
         m.decode.observe(decode)
         m.inference.observe(t - r.first_sched)

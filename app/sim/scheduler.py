@@ -47,6 +47,7 @@ class Request:
         "blocks",
         "cap",
         "shared",
+        "queued",
         "first_sched",
         "first_token",
         "last_token",
@@ -78,6 +79,9 @@ class Request:
         self.blocks = 0
         self.cap = 0
         self.shared = False
+        # When the engine core took it into its waiting queue (vLLM V1's QUEUED event):
+        # an arrival during a step waits for the step's end (``app.sim.engine``).
+        self.queued = arrival
         self.first_sched = -1.0
         self.first_token = -1.0
         self.last_token = -1.0

@@ -65,12 +65,18 @@ class Outcome:
     kv_usage_max: float
     preemptions_per_s: float
     finished: int
+    # From the arrival to the first scheduling (vLLM's page starts the queue later, at
+    # its engine core's QUEUED event; ``step_wait_mean`` is the difference).
     queue_time_mean: float | None = None
     prefill_time_mean: float | None = None
     # The engine's TTFTs (queue + prefill) before the front end's delay is added, and the
     # seed that drew the delays: the front end's spread is fitted on them.
     engine_ttfts: tuple[float, ...] = field(default=(), repr=False, compare=False)
     seed: int = 0
+    # The finished requests' mean wait for the step in flight when they arrived: in the
+    # engine's TTFT here, while vLLM books it in neither queue nor prefill (its engine core
+    # reads a new request between two steps), so on a page it is in the API server's share.
+    step_wait_mean: float | None = None
 
 
 class _Samples(Hist):
@@ -232,6 +238,7 @@ def run(
     m.prefill = Hist(m.prefill.bounds)
     pre0 = m.preemptions
     done0 = sum(m.success.values())
+    wait0, waits0 = replica.step_wait_s, replica.step_waits
     waiting: list[float] = []
     kv_max = 0.0
     t = WARMUP_S
@@ -243,6 +250,8 @@ def run(
         kv_max = max(kv_max, replica.kv_usage)
         pace()  # a background job's share of the interpreter (app.pacing)
     t50, t99, _ = ttft_quantiles(ttfts.values, twin.frontend, seed, ttft_bounds)
+    waits = replica.step_waits - waits0
+    step_wait = (replica.step_wait_s - wait0) / waits if waits > 0 else None
     iq = histogram_quantiles((0.5, 0.99), m.itl.bounds, m.itl.cumulative())
     return Outcome(
         t50,
@@ -254,8 +263,10 @@ def run(
         kv_max,
         (m.preemptions - pre0) / twin.duration,
         int(sum(m.success.values()) - done0),
-        m.queue.sum / m.queue.count if m.queue.count else None,
+        # From the arrival: the wait for the step in flight is the engine's to the twin.
+        m.queue.sum / m.queue.count + (step_wait or 0.0) if m.queue.count else None,
         m.prefill.sum / m.prefill.count if m.prefill.count else None,
         tuple(ttfts.values),
         seed,
+        step_wait,
     )

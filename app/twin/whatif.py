@@ -25,10 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.model import HistogramDelta, Quantile, Window
+from app.model import Quantile, Window
 from app.twin.engine import Knobs, Outcome, run
 from app.twin.fit import Twin
-from app.twin.frontend import BODY_REACH, FrontEnd, fit_sigma, fit_sigma_body, ttft_quantiles
+from app.twin.frontend import FrontEnd, fit_sigma, less_step_wait, ttft_quantiles
 
 MIN_ERROR = 0.10
 MAX_CORRECTION = 1.5
@@ -308,58 +308,34 @@ def calibrate(twin: Twin, whole: Window, *, seeds: int = SEEDS) -> Calibration:
     if target_itl and first.itl_mean:
         scale = min(max(target_itl / first.itl_mean, 0.5), 2.0)
     outs = [run(twin, Knobs(step_scale=scale), seed=s, **bounds) for s in range(seeds)]
-    twin = _with_frontend(twin, base, outs, bounds["ttft_bounds"], _buckets(ttft_h))
+    fe = less_step_wait(twin.frontend, _median([o.step_wait_mean for o in outs]))
+    twin = dataclasses.replace(twin, frontend=fe, sources={**twin.sources, "frontend": fe.source})
+    twin = _with_frontend(twin, base, outs, bounds["ttft_bounds"])
     replay = _figures([_refigured(o, twin.frontend, bounds["ttft_bounds"]) for o in outs])
     errors = {n: _rel(replay.value(n), base.value(n)) for n in FIGURES}
     return Calibration(twin, bounds, base, scale, replay, errors, seeds)
 
 
 def _with_frontend(
-    twin: Twin,
-    base: Figures,
-    outs: list[Outcome],
-    bounds: tuple[float, ...],
-    measured_ttft: list[float],
+    twin: Twin, base: Figures, outs: list[Outcome], bounds: tuple[float, ...]
 ) -> Twin:
     """The twin with its front end's spread fitted on a queue-free span's TTFT p99
-    (:func:`_queue_free`), on a queued span's TTFT body, or the prior; a queued span's
-    warning says which (:mod:`app.twin.frontend`)."""
+    (:func:`_queue_free`), or the prior with a warning where a queue hides the front
+    end's tail (:mod:`app.twin.frontend`)."""
     fe = twin.frontend
     p99 = base.ttft_p99.value
     if fe.mean <= 0:
         return twin
-    runs = [(o.seed, o.engine_ttfts) for o in outs]
-    fitted: FrontEnd | None
-    warning = None
     if _queue_free(base, fe) and p99 and not base.ttft_p99.ge_top_bucket:
-        fitted = fit_sigma(runs, fe, bounds, p99)
-    else:
-        reach = BODY_REACH * (fe.mean + (base.prefill_time_mean or 0.0))
-        fitted = fit_sigma_body(runs, fe, bounds, measured_ttft, reach)
-        if fitted is not None:
-            warning = (
-                f"the API server's share of TTFT (mean {fe.mean * 1000:.3g} ms, measured) has "
-                f"the spread σ {fitted.sigma} of TTFT's body: the span's queue hides the front "
-                "end's own tail, which is the lognormal's"
-            )
-        else:
-            warning = (
-                f"the API server's share of TTFT (mean {fe.mean * 1000:.3g} ms, measured) has "
-                f"the prior spread σ {fe.sigma}: the span's queue hides the front end's own "
-                "tail, and no request is in TTFT's body to fit it on"
-            )
-    if fitted is not None:
-        twin = dataclasses.replace(
+        fitted = fit_sigma([(o.seed, o.engine_ttfts) for o in outs], fe, bounds, p99)
+        return dataclasses.replace(
             twin, frontend=fitted, sources={**twin.sources, "frontend": fitted.source}
         )
-    if warning is not None:
-        twin = dataclasses.replace(twin, warnings=(*twin.warnings, warning))
-    return twin
-
-
-def _buckets(h: HistogramDelta) -> list[float]:
-    """A histogram's count of each bucket, its bounds' then ``+Inf``."""
-    return [h.buckets.get(i, 0.0) for i in range(len(h.bounds) + 1)]
+    warning = (
+        f"the API server's share of TTFT (mean {fe.mean * 1000:.3g} ms, measured) has the "
+        f"prior spread σ {fe.sigma}: the span's queue hides the front end's own tail"
+    )
+    return dataclasses.replace(twin, warnings=(*twin.warnings, warning))
 
 
 def _refigured(o: Outcome, fe: FrontEnd, bounds: tuple[float, ...]) -> Outcome:
@@ -442,14 +418,16 @@ def _queue_free(f: Figures, fe: FrontEnd) -> bool:
     """Whether the queue cannot shape TTFT's tail in ``f``: few requests waiting on
     average (under ``QUEUE_FREE``), and the requests' own mean queue time — exact where
     the page has ``request_queue_time``; a waiting gauge sampled every few seconds misses
-    short queues that still make the p99 — no longer than the rest of a TTFT's smallest
-    part (the API server's mean share; the mean prefill without a front end)."""
+    short queues that still make the p99 — no longer than the rest of a mean TTFT (the
+    API server's share and the prefill). Against the API server's share alone, a
+    remainder of a fraction of a millisecond (where the page's and the replay's waits
+    for the step in flight differ a little, on a server without an API server's own
+    delay) called a 1 ms queue in front of a 50 ms prefill a queue."""
     if f.waiting_avg is None or f.waiting_avg >= QUEUE_FREE:
         return False
     if f.queue_time_mean is None:
         return True
-    rest = fe.mean if fe.mean > 0 else (f.prefill_time_mean or 0.0)
-    return f.queue_time_mean <= rest
+    return f.queue_time_mean <= max(fe.mean, 0.0) + (f.prefill_time_mean or 0.0)
 
 
 def _ratio(measured_v: float | None, replayed: float | None) -> float:
