@@ -25,6 +25,10 @@ from app.twin.whatif import knobs_for, measured, predict
 
 DATA = Path(__file__).parent / "data" / "vllm_real"
 PAIRS = ("traffic2", "maxseqs4to16", "kvpool4x", "budget")
+# The same pairs recorded again on a host 3–4× slower (decode steps of 6–10 ms, not
+# 1.5): the loads are shares of that day's probed capacity, budget's fixed 8 req/s
+# is near it there. The set no change of the twin was tuned on before it was recorded.
+SLOW = "slow_host"
 
 
 def _ttft_p99(run: Path) -> float:
@@ -33,11 +37,15 @@ def _ttft_p99(run: Path) -> float:
     return float(value)
 
 
-@pytest.mark.parametrize("name", PAIRS)
+@pytest.mark.parametrize(
+    ("folder", "name"),
+    [("", n) for n in PAIRS] + [(SLOW, n) for n in PAIRS],
+    ids=[*PAIRS, *(f"{SLOW}-{n}" for n in PAIRS)],
+)
 def test_the_twin_predicts_which_way_a_real_vllm_moves(
-    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    folder: str, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    with tarfile.open(DATA / f"{name}.tar.gz") as tar:
+    with tarfile.open(DATA / folder / f"{name}.tar.gz") as tar:
         tar.extractall(tmp_path, filter="data")
     pair_dir = tmp_path / name
     pair: dict[str, Any] = json.loads((pair_dir / "pair.json").read_text())
@@ -47,8 +55,9 @@ def test_the_twin_predicts_which_way_a_real_vllm_moves(
     a, b = _ttft_p99(pair_dir / "A" / "run1"), _ttft_p99(pair_dir / "B" / "run1")
     effect = out["effect"]["ttft_p99"]
     assert out["baseline"]["ttft_p99"] == pytest.approx(a, rel=1e-3)  # the same measure
-    # The real change is never flat in these pairs (the smallest: budget's ×1.5).
-    assert abs(b / a - 1) > 0.2
+    # The real change is never flat in these pairs (the smallest: the slow host's budget,
+    # ×1.15).
+    assert abs(b / a - 1) > 0.1
     assert (effect - 1) * (b / a - 1) > 0, (name, a, b, effect)
 
 
@@ -58,8 +67,7 @@ def test_a_short_queue_under_the_gauges_keeps_the_api_servers_spread_at_its_prio
     """maxseqs4to16's A has few requests waiting on its pages (mean 0.34) but its
     requests' own mean queue time is over the API server's share: its TTFT tail is the
     queue's. So the spread is not fitted on its p99 (3× B's measured p99 when it was) nor
-    on TTFT's body (half B's measured p99 once the wait for the step in flight was no
-    longer counted twice: the body is narrower than the tail), and B, without a queue, is
+    on TTFT's body (narrower than the tail where both show), and B, without a queue, is
     not corrected by A's queue-shaped replay error (×1.5, 55 % over B's measured p99,
     when it was)."""
     with tarfile.open(DATA / "maxseqs4to16.tar.gz") as tar:
