@@ -47,6 +47,31 @@ def test_a_lognormal_is_found_from_coarse_buckets() -> None:
     assert fitted.mean == pytest.approx(sum(values) / len(values))
     assert fitted.sigma == pytest.approx(0.6, abs=0.1)
     assert fitted.median == pytest.approx(300, rel=0.1)
+    # Its own histogram does not reject it: the lengths stay the lognormal's.
+    assert fitted.pieces == ()
+
+
+def test_two_kinds_of_request_are_drawn_from_the_buckets_not_one_lognormal() -> None:
+    """70 % chat prompts of 64 tokens, 30 % documents of 900: the best lognormal (σ 1.15,
+    median 162) spreads the prompts over every length between and past the two; the
+    buckets reject it, and the lengths are drawn from them with the exact mean, none in
+    the empty buckets between (app.twin.lengths)."""
+    from app.twin.engine import _lengths
+
+    values = [64] * 700 + [900] * 300
+    fitted = fit_lengths(_hist(values))
+    assert fitted is not None and len(fitted.pieces) == 2
+    assert [round(w, 2) for w, _, _ in fitted.pieces] == [0.7, 0.3]
+    assert sum(w * (lo + hi) / 2 for w, lo, hi in fitted.pieces) == pytest.approx(314.8)
+    assert "2 buckets" in fitted.shape() and fitted.to_dict()["buckets"][1]["share"] == 0.3
+    assert fitted.quantile(0.5) < 120 < 500 < fitted.quantile(0.8)
+    rng = random.Random(5)
+    draws = [_lengths(fitted, 1.0).sample(rng) for _ in range(20000)]
+    assert sum(draws) / len(draws) == pytest.approx(314.8, rel=0.02)
+    assert max(draws) <= 1.3 * 900 and not any(120 < d < 500 for d in draws)
+    # The knobs scale every length.
+    half = [_lengths(fitted, 0.5).sample(rng) for _ in range(20000)]
+    assert sum(half) / len(half) == pytest.approx(157.4, rel=0.02)
 
 
 def test_no_requests_no_fit() -> None:

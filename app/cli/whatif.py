@@ -286,8 +286,8 @@ def fit_lines(t: Twin, w: WhatIf) -> list[str]:
     return [
         f"workload: {t.rate_mean:.3g} req/s (burstiness {t.burstiness:.2f} over "
         f"{len(t.rates)} windows), prompts mean {t.prompt.mean:,.0f} tokens "
-        f"(σ {t.prompt.sigma:g}), "
-        f"answers mean {t.output.mean:,.0f} (σ {t.output.sigma:g}), prefix-cache hits "
+        f"({t.prompt.shape()}), "
+        f"answers mean {t.output.mean:,.0f} ({t.output.shape()}), prefix-cache hits "
         f"{t.prefix_hit_rate:.0%}",
         f"engine: max_num_seqs {e.max_num_seqs}, max_num_batched_tokens "
         f"{e.max_num_batched_tokens:,}, KV pool {e.num_gpu_blocks:,} blocks of {e.block_size}"

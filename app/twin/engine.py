@@ -15,7 +15,9 @@ empty), then its observations are cleared and the span is replayed.
 
 from __future__ import annotations
 
+import itertools
 import math
+import random
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
@@ -154,7 +156,25 @@ class _AtSpeed:
         return 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class _Pieces(LengthDist):
+    """Token counts drawn from a histogram's buckets (:mod:`app.twin.lengths`): a bucket
+    by its share, then a length uniform inside its bounds."""
+
+    cum: tuple[float, ...] = ()
+    bounds: tuple[tuple[float, float], ...] = ()
+
+    def sample(self, rng: random.Random) -> int:
+        i = min(bisect_right(self.cum, rng.random()), len(self.bounds) - 1)
+        lo, hi = self.bounds[i]
+        return max(1, round(lo + (hi - lo) * rng.random()))
+
+
 def _lengths(fit: LengthFit, scale: float) -> LengthDist:
+    if fit.pieces:
+        pieces = fit.scaled(scale).pieces
+        cum = tuple(itertools.accumulate(w for w, _, _ in pieces))
+        return _Pieces(max(1.0, fit.mean * scale), 0.0, cum, tuple((a, b) for _, a, b in pieces))
     return LengthDist(max(1.0, fit.median * scale), fit.sigma)
 
 

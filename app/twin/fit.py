@@ -264,12 +264,22 @@ def spread(sigma: float, points: int = SPREAD_POINTS) -> tuple[float, ...]:
     return tuple(u / total for u in us)
 
 
+def _spread(prompt: LengthFit) -> tuple[float, ...]:
+    """The prompt's equally likely lengths as multipliers of its mean: the lognormal's
+    (:func:`spread`) or, where the lengths are the histogram's buckets, theirs."""
+    if not prompt.pieces:
+        return spread(prompt.sigma)
+    points = [prompt.quantile((j + 0.5) / SPREAD_POINTS) for j in range(SPREAD_POINTS)]
+    mean = sum(points) / len(points)
+    return tuple(p / mean for p in points) if mean > 0 else (1.0,)
+
+
 def observations(
     span: Span, engine: Engine, prompt: LengthFit, output: LengthFit
 ) -> list[Observation]:
     """The step-time equations of the span's tiles (:mod:`app.twin.steptime`)."""
     out: list[Observation] = []
-    lengths = spread(prompt.sigma)
+    lengths = _spread(prompt)
     budget = float(engine.max_num_batched_tokens)
     for i, t in enumerate(span.tiles):
         run = t.derived.running_avg
