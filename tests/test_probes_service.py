@@ -67,9 +67,14 @@ def sim(request: pytest.FixtureRequest) -> Iterator[tuple[SimHTTPServer, str]]:
     server.server_close()
 
 
-def _latest_class(base: str, target: str) -> str | None:
+def _latest_row(base: str, target: str) -> dict[str, Any] | None:
     rows = httpx.get(base + "/api/v1/diagnoses", params={"target": target}, timeout=10).json()
-    return rows[-1]["class"] if rows else None
+    return rows[-1] if rows else None
+
+
+def _latest_class(base: str, target: str) -> str | None:
+    row = _latest_row(base, target)
+    return row["class"] if row else None
 
 
 def _target_side_panel(base: str, target: str, model: str) -> str:
@@ -95,14 +100,19 @@ def test_probes_show_everywhere_and_a_frontend_delay_is_frontend_bound(
     try:
         base = svc.url
 
-        def classes() -> dict[str, str | None]:
-            return {t: _latest_class(base, t) for t in ("vllm-chat", "ollama", "sim")}
+        want = {"vllm-chat": "frontend_bound", "ollama": "frontend_bound", "sim": "healthy"}
+        seen: dict[str, dict[str, Any]] = {}
 
-        wait_for(
-            lambda: classes() == {"vllm-chat": "frontend_bound", "ollama": "frontend_bound",
-                                  "sim": "healthy"},
-            timeout=60,
-        )  # fmt: skip
+        def diagnosed() -> bool:
+            # The rows that met the condition are the ones checked below: a window
+            # diagnosed after the wait (another class, no frontend hints) is not.
+            latest = {t: _latest_row(base, t) for t in want}
+            if all(r is not None and r["class"] == want[t] for t, r in latest.items()):
+                seen.update({t: r for t, r in latest.items() if r is not None})
+                return True
+            return False
+
+        wait_for(diagnosed, timeout=60)
         probes = httpx.get(base + "/api/v1/probes", timeout=10)
         targets = httpx.get(base + "/api/v1/targets", timeout=10).json()
         metrics = httpx.get(base + "/metrics", timeout=10).text
@@ -111,7 +121,7 @@ def test_probes_show_everywhere_and_a_frontend_delay_is_frontend_bound(
             params={"target": "ollama", "window": 10, "step": 2},
             timeout=10,
         ).json()
-        chat = httpx.get(base + "/api/v1/diagnoses", params={"target": "vllm-chat"}).json()[-1]
+        chat = seen["vllm-chat"]
         panel = _target_side_panel(base, "ollama", model)
     finally:
         svc.close()
