@@ -502,6 +502,8 @@ def test_overview_pages_cards_and_lists_the_rest_as_links(
     summary = page.locator(".overview-rest-list summary").inner_text()
     assert summary.startswith("1 more stream(s) without a card here"), summary
     page.locator(".overview-rest-list summary").click()
+    # The list renders after the click: wait for it, then count (counting at once raced).
+    page.wait_for_selector(".stream-list a", timeout=TIMEOUT_MS)
     links = page.locator(".stream-list a")
     assert links.count() == 1
     carded = page.locator(".card .card-target").inner_text()
