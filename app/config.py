@@ -236,6 +236,11 @@ class LogConfig(_Strict):
 class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(8321, ge=0, le=65535)
+    # Connections to the API and UI at once; never more than the file descriptors left
+    # once one per scraped target is kept aside (app.api.connections).
+    max_connections: int = Field(512, ge=1, le=1_000_000)
+    # Seconds a connection has to send a whole request head (slow clients are closed).
+    request_head_timeout: float = Field(10.0, gt=0, le=3600)
 
 
 _SELECTOR_RE = re.compile(r"^\s*(\{.*\})?\s*$", re.S)

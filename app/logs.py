@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 from app.redact import redact_url, url_secrets
@@ -79,6 +81,81 @@ class RedactFilter(logging.Filter):
             record.exc_text = self._clean(record.exc_text)
         if record.stack_info:
             record.stack_info = self._clean(record.stack_info)
+        return True
+
+
+class RepeatFilter(logging.Filter):
+    """Let a repeated traceback (or asyncio's own error) through once per ``interval``
+    seconds, the next one saying how many were held back.
+
+    Records repeat when they come from one logger with one message template and one
+    exception type: a server out of file descriptors logs ``accept`` failing thousands
+    of times a second, a job raising the same error every round. Records without an
+    exception (other than asyncio's) always pass. At most ``max_keys`` kinds are
+    remembered (the oldest forgotten first).
+    """
+
+    def __init__(
+        self,
+        interval: float = 60.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        max_keys: int = 1000,
+    ) -> None:
+        super().__init__()
+        self.interval = interval
+        self.clock = clock
+        self.max_keys = max_keys
+        self._seen: dict[tuple[str, str, str], list[float]] = {}  # key → [since, held back]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if exc is None and record.name != "asyncio":
+            return True
+        key = (record.name, str(record.msg), type(exc).__name__)
+        now = self.clock()
+        seen = self._seen.get(key)
+        if seen is not None and now - seen[0] < self.interval:
+            seen[1] += 1
+            return False
+        if seen is not None and seen[1]:
+            record.msg = f"{record.getMessage()} (and {int(seen[1])} more like it "
+            record.msg += f"in the last {now - seen[0]:.0f} s, not logged)"
+            record.args = None
+        self._seen.pop(key, None)
+        self._seen[key] = [now, 0]
+        while len(self._seen) > self.max_keys:
+            del self._seen[next(iter(self._seen))]
+        return True
+
+
+class Throttled:
+    """One warning per ``interval`` seconds for one recurring event, with a count of
+    those in between (a connection dropped, a round that failed)."""
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval: float = 60.0,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.clock = clock
+        self._last = -math.inf
+        self._held = 0
+
+    def warning(self, msg: str, *args: object, exc_info: bool = False) -> bool:
+        """Log ``msg`` unless one was logged within the interval; True when logged."""
+        now = self.clock()
+        if now - self._last < self.interval:
+            self._held += 1
+            return False
+        if self._held:
+            msg += f" (and {self._held} more since the last such warning)"
+        self.logger.warning(msg, *args, exc_info=exc_info)
+        self._last, self._held = now, 0
         return True
 
 
@@ -157,6 +234,7 @@ def setup_logging(
     """
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter() if json_lines else PlainFormatter())
+    handler.addFilter(RepeatFilter())  # first: the redaction turns exc_info into text
     handler.addFilter(RedactFilter(secrets))
     root = logging.getLogger()
     root.handlers[:] = [handler]

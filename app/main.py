@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 
 from app import __version__
 from app.alerts.rules import check_rule_files
+from app.api.connections import ConnectionGuard
 from app.api.errors import document_message_details, validation_error
 from app.api.limits import DEFAULT_MAX_BODY, BodyLimit
 from app.api.routes import (
@@ -45,6 +46,7 @@ def create_app(
     reload_config: Callable[[], Settings] | None = None,
     configure_logging: Callable[[Settings], None] | None = None,
     reload_on_sighup: bool = False,
+    connections: ConnectionGuard | None = None,
 ) -> FastAPI:
     """Build the app; the service (store, scheduler, client) lives in the lifespan.
 
@@ -52,6 +54,8 @@ def create_app(
     before anything is built (``config`` cannot check it: it knows no rules).
     ``reload_config`` reads the configuration again for ``POST /-/reload`` (and
     ``SIGHUP`` with ``reload_on_sighup``, for a process's main thread): ``app.reload``.
+    ``connections``: the server's connection guard, told how many targets are scraped
+    (a file descriptor is kept for each) and exported on ``/metrics``.
     """
     check_rule_files(settings.alerts)
 
@@ -62,6 +66,9 @@ def create_app(
         anyio.to_thread.current_default_thread_limiter()
         service = Service(settings)
         app.state.service = service
+        if connections is not None:
+            connections.scraped = lambda: len(service.source.targets())
+            connections.register(service.metrics.registry)
         reloader = ConfigReloader(service, reload_config, configure_logging=configure_logging)
         app.state.reloader = reloader
         loop = asyncio.get_running_loop()

@@ -89,6 +89,7 @@ def serve(settings: Settings, reload_config: Callable[[], Settings] | None = Non
     configuration again on ``SIGHUP`` and ``POST /-/reload``."""
     import uvicorn
 
+    from app.api.connections import BACKLOG, ConnectionGuard, raise_descriptor_limit
     from app.main import create_app
     from app.store.sqlite import StoreError
 
@@ -106,12 +107,18 @@ def serve(settings: Settings, reload_config: Callable[[], Settings] | None = Non
             new = new.model_copy(update={"server": new.server.model_copy(update={"port": port})})
         return new
 
+    raise_descriptor_limit()
+    guard = ConnectionGuard(
+        max_connections=settings.server.max_connections,
+        head_timeout=settings.server.request_head_timeout,
+    )
     try:
         app = create_app(
             settings,
             reload_config=reload if reload_config is not None else None,
             configure_logging=configure_logging,
             reload_on_sighup=True,
+            connections=guard,
         )
         print(
             f"phasewatch: {len(settings.targets)} target(s)"
@@ -128,6 +135,8 @@ def serve(settings: Settings, reload_config: Callable[[], Settings] | None = Non
             port=settings.server.port,
             log_level="warning",
             log_config=None,
+            http=guard.protocol(),
+            backlog=BACKLOG,
         )
     except StoreError as exc:
         print(f"store error: {exc}", file=sys.stderr)

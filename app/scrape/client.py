@@ -76,6 +76,33 @@ class FetchResult:
         return self.error_kind is None
 
 
+# The error of a fetch that failed for want of a file descriptor in phasewatch itself,
+# not for anything the target did: the service counts such a round as missed.
+OUT_OF_DESCRIPTORS = "phasewatch is out of file descriptors (EMFILE/ENFILE): not tried"
+
+
+def _out_of_descriptors(exc: BaseException) -> bool:
+    """Whether an ``EMFILE`` or ``ENFILE`` is in the chain (an exception group's too)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, OSError) and cause.errno in (errno.EMFILE, errno.ENFILE):
+            return True
+        if isinstance(cause, BaseExceptionGroup):
+            return any(_out_of_descriptors(e) for e in cause.exceptions)
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _connect_error(exc: BaseException) -> tuple[ErrorKind, str]:
+    """The kind and text of a failed connection (``refused``, ``connect``)."""
+    kind = _connect_kind(exc)
+    if kind is ErrorKind.REFUSED:
+        return kind, "connection refused"
+    if _out_of_descriptors(exc):
+        return kind, OUT_OF_DESCRIPTORS
+    return kind, f"cannot connect: {exc}"
+
+
 def _connect_kind(exc: BaseException) -> ErrorKind:
     """``refused`` when an ``ECONNREFUSED`` ``OSError`` is in the exception's chain (the
     error's type and errno, never its text), else ``connect``."""
@@ -314,8 +341,7 @@ async def _get(
     except httpx.TimeoutException:
         return done(error_kind=ErrorKind.TIMEOUT, error=f"no complete answer within {timeout:g} s")
     except httpx.ConnectError as exc:
-        kind = _connect_kind(exc)
-        msg = "connection refused" if kind is ErrorKind.REFUSED else f"cannot connect: {exc}"
+        kind, msg = _connect_error(exc)
         return done(error_kind=kind, error=msg)
     except (httpx.HTTPError, httpx.InvalidURL) as exc:  # InvalidURL is no HTTPError
         return done(error_kind=ErrorKind.OTHER, error=f"{type(exc).__name__}: {exc}"[:300])
@@ -345,8 +371,7 @@ async def _get_lean(
             status=exc.status,
         )
     except http11.ConnectFailed as exc:
-        kind = _connect_kind(exc)
-        msg = "connection refused" if kind is ErrorKind.REFUSED else f"cannot connect: {exc}"
+        kind, msg = _connect_error(exc)
         return done(error_kind=kind, error=msg)
     except http11.RemoteProtocolError as exc:  # as httpx names it (its subclasses too)
         return done(error_kind=ErrorKind.OTHER, error=f"RemoteProtocolError: {exc}"[:300])

@@ -27,14 +27,14 @@ from app.evaluate.settings import diagnosis_config
 from app.fleet.slo import attainment
 from app.fleet.tracker import SloStatus
 from app.heap import limit_arenas, trim
-from app.logs import quiet_job_overlaps
+from app.logs import Throttled, quiet_job_overlaps
 from app.pacing import BACKGROUND_SHARE, Pacer
 from app.probemetrics import build_probe_metrics
 from app.read.effects import TwinEffects
 from app.read.twincache import TwinCache
 from app.read.windows import WindowCache
 from app.running_jobs import RunningJobs
-from app.scrape.client import ClientPool
+from app.scrape.client import OUT_OF_DESCRIPTORS, ClientPool
 from app.selfmetrics import (
     ReloadStatus,
     SelfMetrics,
@@ -172,6 +172,7 @@ class Service:
         self._stopping = threading.Event()  # the long jobs end early once it is set
         self.started_at = time.time()
         self.round_clock: RoundClock | None = None
+        self._round_failed = Throttled(log)
         self._fetched_at: dict[str, float] = {}
 
     def _add_probes(self, settings: Settings) -> None:
@@ -213,6 +214,26 @@ class Service:
             # takes its deltas from the last stored snapshot), which is no error.
             log.info("scrape: round cancelled by shutdown")
             return
+        except Exception as exc:
+            # A round that stored nothing (out of file descriptors, say) is a round
+            # missed; the next one's deltas start from the last stored snapshot.
+            self.metrics.rounds_missed.inc()
+            self._round_failed.warning(
+                "scrape: round failed and was counted as missed: %s: %s",
+                type(exc).__name__,
+                exc,
+            )
+            return
+        starved = sum(o.record.error == OUT_OF_DESCRIPTORS for o in outcomes)
+        if starved:
+            # Pages not fetched for want of a descriptor here: the round did not happen
+            # for those targets, whatever they would have answered.
+            self.metrics.rounds_missed.inc()
+            self._round_failed.warning(
+                "scrape: %d target(s) not fetched for want of file descriptors; "
+                "round counted as missed",
+                starved,
+            )
         gap = GAP_INTERVALS * self.settings.scrape.interval
         for o in outcomes:
             self.scrape_series.count(o.record.target, o.record.error_kind or "ok")
