@@ -114,12 +114,16 @@ _LABEL_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 class _DiscoveryConfig(_Strict):
     """What every discovery config sets for its targets, as a Prometheus scrape config
     does: a target ``host:port`` is scraped at ``SCHEME://host:port/METRICS_PATH``
-    (a group's ``__scheme__`` and ``__metrics_path__`` labels override them)."""
+    (a group's ``__scheme__`` and ``__metrics_path__`` labels override them); a list of
+    more than ``max_targets`` addresses is refused whole, the last good one kept."""
 
     scheme: Literal["http", "https"] = Field("http", description="scheme of the targets")
     metrics_path: str = Field("/metrics", description="path of the targets' metrics page")
     name_label: str | None = Field(
         None, description="the label whose value names a target; unset: its host:port"
+    )
+    max_targets: int = Field(
+        10_000, ge=1, description="a list with more is refused whole (the last good one kept)"
     )
 
     @field_validator("metrics_path")
@@ -163,7 +167,6 @@ class HttpSdConfig(_DiscoveryConfig):
     timeout: float = Field(10.0, gt=0, le=300, description="per-request timeout, seconds")
     bearer_token: str | None = Field(None, description="sent as Authorization: Bearer")
     max_body_bytes: int = Field(1_000_000, gt=0, description="a larger answer is refused")
-    max_targets: int = Field(10_000, ge=1, description="an answer with more is refused")
 
     @field_validator("url")
     @classmethod

@@ -20,10 +20,11 @@ from typing import Any
 import httpx
 import pytest
 
-from app.config import HttpSdConfig, load_settings
+from app.config import FileSdConfig, HttpSdConfig, load_settings
 from app.main import create_app
 from app.sim.server import start_server
 from app.sources.discovery import MergedTargets, discovery_for, unused
+from app.sources.discovery.file_sd import FileDiscovery
 from app.sources.discovery.groups import GroupsError, targets_of
 from app.sources.discovery.http_sd import HttpDiscovery
 from tests.test_e2e import ServiceThread, wait_for
@@ -97,6 +98,123 @@ def test_a_reload_keeps_running_the_discovery_configs_it_did_not_change(tmp_path
     assert second.configs[0] is first.configs[0]  # its last list and watcher go on
     assert second.configs[1] is not first.configs[1]
     assert unused(first, second) == [first.configs[1]]
+
+
+# -- file_sd on a folder anyone may write into ---------------------------------------------
+
+
+def hosts(n: int, first: int = 0) -> list[dict[str, Any]]:
+    return [{"targets": [f"10.0.0.{i}:8000" for i in range(first, first + n)]}]
+
+
+def refreshed(sd: FileDiscovery, now: float = 0.0, *, unblock: Path | None = None) -> None:
+    """Refresh ``sd`` as a round does, on an event loop in a thread of its own, and fail
+    (not hang) unless it finishes within 10 s. ``unblock``: a FIFO to open for writing if
+    it does not, so that a read stuck on it ends with the test."""
+    done = threading.Event()
+
+    async def once() -> None:
+        try:
+            await sd.refresh(now)
+        finally:
+            await sd.aclose()
+
+    def run() -> None:
+        try:
+            asyncio.run(once())
+        finally:
+            done.set()
+
+    threading.Thread(target=run, daemon=True).start()
+    finished = done.wait(10.0)
+    if not finished and unblock is not None:
+        os.close(os.open(unblock, os.O_WRONLY | os.O_NONBLOCK))
+        done.wait(10.0)
+    assert finished, "the file_sd refresh did not finish within 10 s"
+
+
+def names(sd: FileDiscovery) -> list[str]:
+    return [t.name for t in sd.current()]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_named_json_blocks_nothing_and_the_other_files_load(tmp_path: Path) -> None:
+    (tmp_path / "good.json").write_text(json.dumps(hosts(2)))
+    fifo = tmp_path / "x.json"
+    os.mkfifo(fifo)  # no writer: a plain open() would wait for one
+    sd = FileDiscovery(FileSdConfig(files=[str(tmp_path / "*.json")]))
+    refreshed(sd, unblock=fifo)
+    assert names(sd) == ["10.0.0.0:8000", "10.0.0.1:8000"]
+    assert sd.health.ok is False
+    assert f"{fifo}: not a regular file (a FIFO)" in (sd.health.last_error or "")
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_a_symlink_to_dev_zero_is_refused_unread_and_the_file_keeps_its_targets(
+    tmp_path: Path,
+) -> None:
+    listing = tmp_path / "vllm.json"
+    listing.write_text(json.dumps(hosts(1)))
+    config = FileSdConfig(files=[str(listing)], refresh_interval=1)
+    sd = FileDiscovery(config)
+    refreshed(sd, 0.0)
+    assert names(sd) == ["10.0.0.0:8000"] and sd.health.ok
+    listing.unlink()
+    listing.symlink_to("/dev/zero")  # endless: read whole, it fills the memory
+    refreshed(sd, 10.0)  # within 10 s, so nothing near the memory was read
+    assert names(sd) == ["10.0.0.0:8000"]  # its last good targets
+    assert sd.health.ok is False
+    assert "not a regular file (a character device)" in (sd.health.last_error or "")
+
+
+def test_a_file_over_the_byte_cap_is_refused_and_keeps_its_last_targets(tmp_path: Path) -> None:
+    listing = tmp_path / "vllm.json"
+    text = json.dumps(hosts(1))
+    listing.write_text(text)
+    sd = FileDiscovery(FileSdConfig(files=[str(listing)], refresh_interval=1), max_bytes=len(text))
+    refreshed(sd, 0.0)  # exactly at the cap: read
+    assert names(sd) == ["10.0.0.0:8000"] and sd.health.ok
+    listing.write_text(text + " ")
+    refreshed(sd, 10.0)
+    assert names(sd) == ["10.0.0.0:8000"]
+    assert sd.health.last_error == f"{listing}: over {len(text)} bytes"
+
+
+def test_a_file_over_max_targets_is_refused_whole_and_the_last_list_kept(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(hosts(3)))
+    sd = FileDiscovery(
+        FileSdConfig(files=[str(tmp_path / "*.json")], max_targets=3, refresh_interval=1)
+    )
+    refreshed(sd, 0.0)
+    three = names(sd)
+    assert len(three) == 3 and sd.health.ok
+    a.write_text(json.dumps(hosts(4)))  # max_targets + 1 in one file
+    refreshed(sd, 10.0)
+    assert names(sd) == three and sd.health.ok is False
+    assert sd.health.last_error == f"{a}: more than 3 targets"
+    # Within the cap each, over it in all: the whole read is refused, every list kept.
+    a.write_text(json.dumps(hosts(2)))
+    b.write_text(json.dumps(hosts(2, first=10)))
+    refreshed(sd, 20.0)
+    assert names(sd) == three and sd.health.ok is False
+    assert "more than 3 targets in all" in (sd.health.last_error or "")
+    b.unlink()
+    refreshed(sd, 30.0)
+    assert names(sd) == ["10.0.0.0:8000", "10.0.0.1:8000"] and sd.health.ok
+
+
+def test_a_regular_file_and_a_symlink_to_one_are_read(tmp_path: Path) -> None:
+    folder, elsewhere = tmp_path / "sd", tmp_path / "..data"
+    folder.mkdir()
+    elsewhere.mkdir()
+    (folder / "a.yaml").write_text(json.dumps(hosts(1)))
+    (elsewhere / "b.json").write_text(json.dumps(hosts(1, first=5)))
+    (folder / "b.json").symlink_to(elsewhere / "b.json")  # as a ConfigMap's files are
+    sd = FileDiscovery(FileSdConfig(files=[str(folder / "*")]))
+    refreshed(sd)
+    assert sorted(names(sd)) == ["10.0.0.0:8000", "10.0.0.5:8000"]
+    assert sd.health.ok and sd.health.loaded and sd.health.targets == 2
 
 
 # -- against the simulator ---------------------------------------------------------------
