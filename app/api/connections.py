@@ -12,9 +12,9 @@ with ``EMFILE``. Two bounds, as a reverse proxy in front would set them
   kept-alive connection; else it is closed.
 * **Connection cap** (``server.max_connections``, and never more than the descriptors
   left once the scrapes' are kept aside: the soft ``RLIMIT_NOFILE`` less a fixed margin,
-  the listen backlog and one per scraped target). Past it, the oldest connection still waiting for its
-  head is closed to make room (an idle keep-alive one counts as waiting); when every
-  connection is serving a request, the new one is closed instead.
+  the listen backlog and one per scraped target). Past it, the oldest connection still
+  waiting for its head is closed to make room (an idle keep-alive one counts as
+  waiting); when every connection is serving a request, the new one is closed instead.
 
 Edge cases: a connection that has sent its head is never dropped for room, however long
 its request runs; a pipelined second request re-arms the head timer only once the first
