@@ -367,6 +367,18 @@ class AlertsConfig(_Strict):
     retry_initial: float = Field(1.0, gt=0, description="first retry delay, seconds")
     retry_max: float = Field(300.0, gt=0, description="longest retry delay, seconds")
     give_up_after: float = Field(86400.0, gt=0, description="drop undelivered rows this old")
+    max_silences: int = Field(
+        1000,
+        ge=1,
+        description="silences not yet ended (active, pending) kept at most; a new one past "
+        "it is refused 400, as Alertmanager's --silences.max-silences",
+    )
+    max_silence_bytes: int = Field(
+        16384,
+        ge=1024,
+        description="the largest silence (matchers, createdBy and comment), bytes; a larger "
+        "one is refused 422, as Alertmanager's --silences.max-silence-size-bytes",
+    )
     receivers: ReceiversConfig = Field(default_factory=ReceiversConfig)
 
 

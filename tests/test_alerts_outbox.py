@@ -82,7 +82,7 @@ def test_webhook_body_is_alertmanagers_version_4() -> None:
 
 def test_slack_message_carries_diagnosis_hints_and_link() -> None:
     text = slack_message(ALERT, "firing")["text"]
-    assert "[FIRING] PhasewatchKVCachePressure — a / llama" in text
+    assert "[FIRING] PhasewatchKVCachePressure — a / `llama`" in text
     assert "kv_pressure: full" in text and "--kv-cache-dtype fp8" in text
     assert "<http://ui/targets/a?at=1|Open in phasewatch>" in text
     assert (

@@ -170,7 +170,7 @@ def test_one_alert_per_label_set() -> None:
         "model_name": "llama",
         "cluster": "eu",
     }
-    assert one.annotations == {"summary": "KV at 97% on llama"}
+    assert one.annotations == {"summary": "KV at 97% on `llama`"}  # set apart: scraped
     assert one.value == 0.97
 
 

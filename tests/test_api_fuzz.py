@@ -18,7 +18,8 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error, response_schema_conformance
 
 from app.config import load_settings
@@ -91,6 +92,50 @@ def test_api_answers_without_5xx_within_its_schema_and_size(case: Any, live: str
         response,
         checks=[not_a_server_error, response_schema_conformance, answer_within_10_mb],
     )
+
+
+# Every route that reads a JSON body: the write routes of the schema, and the UI's callbacks.
+BODY_ROUTES = [
+    *sorted(
+        path.replace("{silence_id}", "x")
+        for path, ops in schema.raw_schema["paths"].items()
+        if "post" in ops or "put" in ops
+    ),
+    "/ui/_dash-update-component",
+]
+
+
+def nested(openers: list[str], levels: int, closed: bool) -> bytes:
+    """``levels`` arrays and objects, the ``openers`` in turn, closed or left open."""
+    seq = [openers[i % len(openers)] for i in range(levels)]
+    inner = "" if seq[-1] == "[" else "1"
+    close = "".join("]" if o == "[" else "}" for o in reversed(seq)) if closed else ""
+    return ("".join(seq) + inner + close).encode()
+
+
+@given(
+    path=st.sampled_from(BODY_ROUTES),
+    openers=st.lists(st.sampled_from(["[", '{"a":']), min_size=1, max_size=4),
+    levels=st.integers(300, 20_000),
+    closed=st.booleans(),
+)
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=os.environ.get("PHASEWATCH_API_FUZZ_EXAMPLES") is None,
+)
+def test_json_nested_thousands_deep_is_a_4xx_on_every_route_that_reads_a_body(
+    live: str, path: str, openers: list[str], levels: int, closed: bool
+) -> None:
+    """Never the 500 of a ``RecursionError`` (``app.ui.callbody``)."""
+    response = httpx.post(
+        live + path,
+        content=nested(openers, levels, closed),
+        headers={"Authorization": f"Bearer {TOKEN}", "content-type": "application/json"},
+        timeout=REQUEST_TIMEOUT_S,
+    )
+    assert 400 <= response.status_code < 500, (path, levels, response.status_code)
 
 
 def test_the_service_still_answers_after_the_fuzzing(live: str) -> None:

@@ -1,4 +1,4 @@
-"""Silences against hostile input: regexes, bodies before auth, sizes and times.
+"""Silences against hostile input: regexes, bodies before auth, sizes, times and counts.
 
 Hang detectors run the work in a child process with a generous timeout; the failure is
 "still running", never a timing assertion. Not a thread: Python's ``re`` holds the GIL
@@ -14,14 +14,16 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from app.alerts.silences import Silence, SilenceStore, new_silence, parse_matcher
 from app.regex import compile_anchored
-from app.store.sqlite import ScrapeRecord
+from app.store.sqlite import ScrapeRecord, Store
 from tests.realbins import free_port, running
 from tests.test_alerts_api import AUTH, RULES, TOKEN, ApiClient, make_client, service
 from tests.test_alerts_integration import wait_for
@@ -263,8 +265,8 @@ def test_non_finite_times_are_refused_422(client: ApiClient, token: str) -> None
     assert "finite number" in resp.text
 
 
-def test_a_silence_at_every_limit_is_accepted(client: ApiClient) -> None:
-    body = {
+def at_every_limit() -> dict[str, Any]:
+    return {
         "matchers": [
             {"name": f"l{i:03d}" + "n" * 124, "value": "v" * 1024, "isRegex": False}
             for i in range(64)
@@ -273,11 +275,86 @@ def test_a_silence_at_every_limit_is_accepted(client: ApiClient) -> None:
         "createdBy": "b" * 256,
         "comment": "c" * 4096,
     }
-    resp = client.post("/api/v1/silences", json=body, headers=AUTH)
-    assert resp.status_code == 200, resp.text[:300]
-    (listed,) = client.get("/api/v1/silences").json()
+
+
+def alerts_settings(tmp_path: Path, **extra: Any) -> dict[str, Any]:
+    """``alerts`` as ``make_client`` writes it, with ``extra`` settings."""
+    return {"default_rules": False, "rules_file": str(tmp_path / "rules.yaml"), **extra}
+
+
+def test_a_silence_at_every_field_limit_is_accepted_when_its_size_is_allowed(
+    tmp_path: Path,
+) -> None:
+    alerts = alerts_settings(tmp_path, max_silence_bytes=128 * 1024)
+    with make_client(tmp_path, api_token=TOKEN, alerts=alerts) as c:
+        resp = c.post("/api/v1/silences", json=at_every_limit(), headers=AUTH)
+        assert resp.status_code == 200, resp.text[:300]
+        (listed,) = c.get("/api/v1/silences").json()
     assert listed["status"]["state"] == "active"
     assert len(listed["matchers"]) == 64
+
+
+# --- D: how many, how large ---------------------------------------------------------------
+
+
+def test_a_silence_over_the_size_cap_is_refused_422_naming_the_setting(
+    client: ApiClient,
+) -> None:
+    resp = client.post("/api/v1/silences", json=at_every_limit(), headers=AUTH)  # ~80 kB
+    assert resp.status_code == 422
+    assert "over the limit of 16384 (alerts.max_silence_bytes)" in resp.text
+    assert client.get("/api/v1/silences").json() == []
+    small = {**OK, "comment": "c" * 4096, "matchers": [f'l{i}="v"' for i in range(64)]}
+    assert client.post("/api/v1/silences", json=small, headers=AUTH).status_code == 200
+
+
+def test_silences_past_the_cap_are_refused_400_and_expired_ones_do_not_count(
+    tmp_path: Path,
+) -> None:
+    with make_client(
+        tmp_path, api_token=TOKEN, alerts=alerts_settings(tmp_path, max_silences=3)
+    ) as c:
+        ids = []
+        for i in range(3):
+            resp = c.post("/api/v1/silences", json={**OK, "comment": str(i)}, headers=AUTH)
+            assert resp.status_code == 200, resp.text
+            ids.append(resp.json()["silenceID"])
+        over = c.post("/api/v1/silences", json=OK, headers=AUTH)
+        assert over.status_code == 400
+        assert "exceeded maximum number of silences: 3" in over.json()["detail"]
+        assert c.get("/api/v1/silences").headers["X-Total-Count"] == "3"
+        # An expired silence frees its place; it is still listed when asked for.
+        assert c.delete(f"/api/v1/silences/{ids[0]}", headers=AUTH).status_code == 200
+        assert c.post("/api/v1/silences", json=OK, headers=AUTH).status_code == 200
+        assert c.post("/api/v1/silences", json=OK, headers=AUTH).status_code == 400
+        every = c.get("/api/v1/silences", params={"include_expired": True, "limit": 2})
+        assert every.headers["X-Total-Count"] == "4" and len(every.json()) == 2
+
+
+def test_two_writers_at_the_last_place_store_one_silence(tmp_path: Path) -> None:
+    store = Store(tmp_path / "pw.db")
+    try:
+        silences = SilenceStore(store)
+        now = time.time()
+
+        def one() -> Silence:
+            return new_silence(
+                [parse_matcher('alertname="Down"')],
+                starts_at=now,
+                ends_at=now + 3600,
+                created_by="t",
+                comment="",
+                now=now,
+            )
+
+        assert silences.add(one(), now=now, max_kept=2)
+        with ThreadPoolExecutor(8) as pool:
+            took = list(pool.map(lambda _: silences.add(one(), now=now, max_kept=2), range(8)))
+        assert took.count(True) == 1
+        assert len(silences.list(since=now)) == 2
+        assert silences.add(one(), now=now + 7200, max_kept=2)  # both ended by then
+    finally:
+        store.close()
 
 
 def test_silence_limits_are_in_the_openapi_schema(client: ApiClient) -> None:

@@ -20,6 +20,7 @@ from app.alerts.outbox import NewRow
 from app.alerts.receivers import Notifier, receivers_from_config
 from app.alerts.retire import retire
 from app.alerts.rules import Rule, combine, default_rules, load_rule_file
+from app.alerts.shown import set_apart
 from app.alerts.silences import Silence, SilenceStore, silenced_by
 from app.alerts.state import Alert, Evaluation, Notice, RuleResult, evaluate, plan_notifications
 from app.config import AlertsConfig
@@ -170,5 +171,6 @@ class AlertEngine:
 
 
 def _where(labels: Mapping[str, str]) -> str:
+    """``target/`model```: the scraped model name set apart (app.alerts.shown)."""
     where = labels.get("target", "")
-    return f"{where}/{labels['model_name']}" if labels.get("model_name") else where
+    return f"{where}/{set_apart(labels['model_name'])}" if labels.get("model_name") else where

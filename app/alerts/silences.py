@@ -14,10 +14,15 @@ matchers, matchers that would mute all, unreadable JSON (written straight into t
 database) — still loads: it is *invalid*, listed with its ``error``, silencing nothing,
 deletable.
 
-Limits (Alertmanager has none; these keep a silence a few kilobytes and its times
-finite): at most ``MAX_MATCHERS`` matchers, names of ``MAX_NAME_CHARS`` and values of
-``MAX_VALUE_CHARS`` characters; ``startsAt`` no more than a day in the past; ``endsAt``
-after now and within ten years.
+Limits (these keep a silence a few kilobytes and its times finite): at most
+``MAX_MATCHERS`` matchers, names of ``MAX_NAME_CHARS`` and values of ``MAX_VALUE_CHARS``
+characters; ``startsAt`` no more than a day in the past; ``endsAt`` after now and within
+ten years. Two more, as Alertmanager's ``--silences.max-silence-size-bytes`` and
+``--silences.max-silences``, are settings: a silence's size (:func:`silence_bytes`, its
+matchers, ``createdBy`` and comment as stored) and how many silences not yet ended
+(active, pending or invalid; expired ones do not count) the store takes
+(:meth:`SilenceStore.add`). Together they bound what every evaluation reads and what
+a listing can hold.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ __all__ = [
     "SilenceStore",
     "new_silence",
     "parse_matcher",
+    "silence_bytes",
     "silenced_by",
 ]
 
@@ -164,11 +170,13 @@ def new_silence(
     created_by: str,
     comment: str,
     now: float,
+    max_bytes: int | None = None,
 ) -> Silence:
     """Validate and build a silence with a fresh id; ValueError names what is wrong.
 
     Times are finite, ``endsAt`` after both ``now`` and ``startsAt``, ``startsAt`` no more
-    than a day back, both at most ten years ahead.
+    than a day back, both at most ten years ahead; the silence at most ``max_bytes``
+    (:func:`silence_bytes`; None: any size the field limits allow).
     """
     ms = tuple(matchers)
     problem = _matchers_problem(ms)
@@ -186,7 +194,20 @@ def new_silence(
         raise ValueError("startsAt is more than a day in the past")
     if ends_at > now + MAX_AHEAD_S:
         raise ValueError("endsAt is more than ten years ahead")
-    return Silence(str(uuid.uuid4()), ms, starts_at, ends_at, created_by, comment)
+    silence = Silence(str(uuid.uuid4()), ms, starts_at, ends_at, created_by, comment)
+    if max_bytes is not None and (size := silence_bytes(silence)) > max_bytes:
+        raise ValueError(
+            f"the silence is {size} bytes (matchers, createdBy and comment), over the "
+            f"limit of {max_bytes} (alerts.max_silence_bytes)"
+        )
+    return silence
+
+
+def silence_bytes(silence: Silence) -> int:
+    """The bytes a silence takes in the store: its matchers as stored (JSON), its
+    ``createdBy`` and comment (UTF-8)."""
+    matchers = json.dumps([_stored(m) for m in silence.matchers])
+    return len(matchers.encode()) + len(silence.created_by.encode()) + len(silence.comment.encode())
 
 
 def _matchers_problem(ms: tuple[Matcher, ...]) -> str | None:
@@ -215,19 +236,28 @@ class SilenceStore:
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    def add(self, silence: Silence) -> None:
+    def add(self, silence: Silence, *, now: float = 0.0, max_kept: int | None = None) -> bool:
+        """Store ``silence``; False (and nothing stored) when ``max_kept`` silences not
+        yet ended at ``now`` are stored already. Counted and inserted in one statement,
+        so two requests at once cannot both take the last place."""
+        row = (
+            silence.id,
+            json.dumps([_stored(m) for m in silence.matchers]),
+            silence.starts_at,
+            silence.ends_at,
+            silence.created_by,
+            silence.comment,
+        )
         with self.store.transaction() as conn:
-            conn.execute(
-                "INSERT INTO silences VALUES (?,?,?,?,?,?)",
-                (
-                    silence.id,
-                    json.dumps([_stored(m) for m in silence.matchers]),
-                    silence.starts_at,
-                    silence.ends_at,
-                    silence.created_by,
-                    silence.comment,
-                ),
+            if max_kept is None:
+                conn.execute("INSERT INTO silences VALUES (?,?,?,?,?,?)", row)
+                return True
+            cur = conn.execute(
+                "INSERT INTO silences SELECT ?,?,?,?,?,? "
+                "WHERE (SELECT COUNT(*) FROM silences WHERE ends_at > ?) < ?",
+                (*row, now, max_kept),
             )
+            return cur.rowcount > 0
 
     def expire(self, silence_id: str, now: float) -> bool:
         """End a silence now; False when there is no such silence or it already ended."""

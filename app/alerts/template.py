@@ -6,9 +6,12 @@ numbers for people: ``seconds`` (``470 ms``, ``2.47 s``), ``percent`` (``96%``),
 ``number`` (three significant digits). An unknown or null value renders ``n/a``.
 Templates are parsed when the rules load, so a typo fails there, not at 3 a.m.
 
-Rendered text is plain and unescaped: label values come from scraped pages, so each
-receiver escapes for its own format (Slack's ``& < >`` in
-:func:`app.alerts.receivers.slack.slack_escape`; JSON bodies by JSON encoding).
+A value rendered is shown safely (:mod:`app.alerts.shown`): a value a target wrote
+(``model_name``, ``labels.model_name``: scraped from its page) is set apart as a code
+span on one line, `` `llama` ``; any other value keeps its line breaks (a diagnosis' hints
+are lines) with every other control character escaped. The template's own text is the
+rule author's, as written. Each receiver escapes the rest for its own format (Slack's
+``& < >`` in :func:`app.alerts.receivers.slack.slack_escape`; JSON by JSON encoding).
 """
 
 from __future__ import annotations
@@ -18,10 +21,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["FILTERS", "Template", "TemplateError", "parse_template"]
+from app.alerts.shown import set_apart, shown_lines
+
+__all__ = ["FILTERS", "TARGET_WRITTEN", "Template", "TemplateError", "parse_template"]
 
 _PLACEHOLDER = re.compile(r"\{\{(.*?)\}\}", re.DOTALL)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*$")
+# The names whose values a target wrote (scraped from its page): set apart when shown.
+TARGET_WRITTEN = frozenset({"model_name", "labels.model_name"})
 
 
 class TemplateError(ValueError):
@@ -87,7 +94,10 @@ class Template:
                 out.append(part)
             else:
                 name, flt = part
-                out.append(render_value(context.get(name), flt))
+                value = context.get(name)
+                text = render_value(value, flt)
+                written = value is not None and name in TARGET_WRITTEN
+                out.append(set_apart(text) if written else shown_lines(text))
         return "".join(out)
 
 

@@ -17,7 +17,14 @@ from app.alerts.engine import AlertEngine
 from app.alerts.history import AlertStore
 from app.alerts.outbox import Outbox
 from app.alerts.silences import SilenceStore
-from app.config import FleetConfig, ScrapeConfig, Settings, StorageConfig, WindowConfig
+from app.config import (
+    AlertsConfig,
+    FleetConfig,
+    ScrapeConfig,
+    Settings,
+    StorageConfig,
+    WindowConfig,
+)
 from app.diagnose import DiagnosisConfig
 from app.fleet.slo import SloSpec
 from app.fleet.tracker import SloStatus, SloTracker
@@ -31,6 +38,7 @@ from app.store.sqlite import Store
 
 __all__ = [
     "AlertEngineDep",
+    "AlertsConfigDep",
     "AlertHistoryDep",
     "DiagnosesDep",
     "DiagnosisConfigDep",
@@ -169,6 +177,14 @@ def get_alert_engine(service: ServiceDep) -> AlertEngine:
 
 
 AlertEngineDep = Annotated[AlertEngine, Depends(get_alert_engine)]
+
+
+def get_alerts_config(engine: AlertEngineDep) -> AlertsConfig:
+    return engine.cfg
+
+
+AlertsConfigDep = Annotated[AlertsConfig, Depends(get_alerts_config)]
+"""The alerting settings in force (a reload's, once the engine took it)."""
 
 
 def get_alert_history(engine: AlertEngineDep) -> AlertStore:

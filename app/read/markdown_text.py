@@ -16,13 +16,16 @@ half of those places. Each context escapes only what would start markup there
 Edge cases: a backtick inside :func:`code` gets a longer fence (and a space inside it
 when the value starts or ends with a backtick); an empty value is ``""`` in a code span,
 so a missing name still shows; line breaks become spaces everywhere (a value never
-opens a block); a bare ``http://`` or ``www.`` in :func:`text` is escaped so GitHub does
-not make it a link.
+opens a block) and any other control character is shown escaped, ``\\x1b``, as the
+logs show it (``app.logs.escape_controls``); a bare ``http://`` or ``www.`` in
+:func:`text` is escaped so GitHub does not make it a link.
 """
 
 from __future__ import annotations
 
 import re
+
+from app.logs import escape_controls
 
 __all__ = ["cell", "code", "text"]
 
@@ -45,7 +48,7 @@ _ORDERED = re.compile(r"^(\d{1,9})(?=[.)](?:\s|$))")
 
 
 def _flat(value: object) -> str:
-    return " ".join(str(value).split())
+    return escape_controls(" ".join(str(value).split()))
 
 
 def _escape(m: re.Match[str]) -> str:

@@ -18,6 +18,7 @@ from dash import Dash, Input, Output, dcc, html
 from app.read.twincache import TwinCache
 from app.ui import effectsview, headroomview, ids, timerange
 from app.ui.alertfeed import AlertFeed, NoAlerts
+from app.ui.callbody import BoundedJson
 from app.ui.context import PageContext
 from app.ui.data import UiData
 from app.ui.fleetdata import FleetData
@@ -109,6 +110,8 @@ def build_dash(
     # Callback bodies are small; Flask answers 413 past this, with or without the API's
     # body limit in front (``phasewatch ui`` runs the UI alone).
     app.server.config["MAX_CONTENT_LENGTH"] = MAX_CALLBACK_BODY
+    # ...and one nested thousands deep is a 400, not a RecursionError's 500.
+    app.server.json = BoundedJson(app.server)
     ctx = PageContext(
         data=data,
         alerts=alert_feed or NoAlerts(),

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 from app.alerts.receivers.http import JsonReceiver
+from app.alerts.shown import shown_annotations
 from app.alerts.state import Alert
 
 __all__ = ["Alertmanager", "alertmanager_alert", "generator_url", "rfc3339", "starts_at"]
@@ -33,10 +34,11 @@ def starts_at(alert: Alert) -> float:
 def alertmanager_alert(alert: Alert, state: str) -> dict[str, Any]:
     """One element of ``POST /api/v2/alerts``. Firing alerts carry no ``endsAt`` (the
     Alertmanager resolves them after its ``resolve_timeout`` if we stop re-sending);
-    resolved ones carry the time they resolved."""
+    resolved ones carry the time they resolved. Annotations are shown safely
+    (:func:`app.alerts.shown.shown_annotations`); labels go as they are."""
     body: dict[str, Any] = {
         "labels": dict(alert.labels),
-        "annotations": dict(alert.annotations),
+        "annotations": shown_annotations(alert.annotations),
         "startsAt": rfc3339(starts_at(alert)),
         "generatorURL": generator_url(alert),
     }

@@ -1,5 +1,8 @@
 """A Slack incoming webhook: a headline, the diagnosis, hints and a link, escaped.
 
+What a target wrote is set apart as a code span, on one line (:mod:`app.alerts.shown`):
+the headline's ``model_name`` here, the annotations' values when they were rendered.
+
 The URL is the key to the channel: it stays out of ids, logs and errors
 (:mod:`.http`).
 """
@@ -11,6 +14,7 @@ from typing import Any, ClassVar
 
 from app.alerts.receivers.alertmanager import rfc3339
 from app.alerts.receivers.http import JsonReceiver
+from app.alerts.shown import set_apart, shown, shown_annotations
 from app.alerts.state import Alert
 
 __all__ = ["Slack", "slack_escape", "slack_message"]
@@ -34,15 +38,17 @@ def slack_message(alert: Alert, state: str) -> dict[str, Any]:
     """A Slack incoming-webhook message: a headline, the diagnosis, hints and a link.
 
     Every text is escaped (:func:`slack_escape`): labels, ``model_name`` and the
-    annotations carry scraped values. The only markup is ours: the bold headline and
-    the link to the UI.
+    annotations carry scraped values. Control characters are shown escaped and the
+    scraped ``model_name`` is a code span (:mod:`app.alerts.shown`), so the headline is
+    one line whatever the target wrote. The only markup is ours: the bold headline, the
+    code spans and the link to the UI.
     """
     labels = alert.labels
-    where = labels.get("target", "")
+    where = shown(labels.get("target", ""))
     if labels.get("model_name"):
-        where += f" / {labels['model_name']}"
-    notes = alert.annotations
-    head = slack_escape(f"[{state.upper()}] {alert.rule} — {where}")
+        where += f" / {set_apart(labels['model_name'])}"
+    notes = shown_annotations(alert.annotations)
+    head = slack_escape(f"[{state.upper()}] {shown(alert.rule)} — {where}")
     lines = [f"*{head}*", slack_escape(notes.get("summary", ""))]
     if state == "firing":
         if notes.get("diagnosis"):

@@ -1,4 +1,8 @@
-"""A generic webhook: Alertmanager's webhook body (version 4), one alert per post."""
+"""A generic webhook: Alertmanager's webhook body (version 4), one alert per post.
+
+Labels are data and go as they are (JSON encodes them); annotations are text for
+people, shown on their lines with control characters escaped (:mod:`app.alerts.shown`).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any, ClassVar
 
 from app.alerts.receivers.alertmanager import generator_url, rfc3339, starts_at
 from app.alerts.receivers.http import JsonReceiver
+from app.alerts.shown import shown_annotations
 from app.alerts.state import Alert
 
 __all__ = ["RECEIVER_NAME", "Webhook", "webhook_payload"]
@@ -20,7 +25,7 @@ def _webhook_alert(alert: Alert, state: str) -> dict[str, Any]:
     return {
         "status": state,
         "labels": dict(alert.labels),
-        "annotations": dict(alert.annotations),
+        "annotations": shown_annotations(alert.annotations),
         "startsAt": rfc3339(starts_at(alert)),
         "endsAt": rfc3339(ends) if ends is not None else "0001-01-01T00:00:00Z",
         "generatorURL": generator_url(alert),
@@ -41,7 +46,7 @@ def webhook_payload(alert: Alert, state: str, *, external_url: str) -> dict[str,
         "receiver": RECEIVER_NAME,
         "groupLabels": group,
         "commonLabels": labels,
-        "commonAnnotations": dict(alert.annotations),
+        "commonAnnotations": shown_annotations(alert.annotations),
         "externalURL": external_url,
         "alerts": [_webhook_alert(alert, state)],
     }

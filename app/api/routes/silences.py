@@ -8,7 +8,12 @@ malformed its body.
 Limits, all in the OpenAPI schema, answered 422: at most 64 matchers, names of 128 and
 values of 1024 characters, ``createdBy`` 256 and ``comment`` 4096 characters; times are
 finite Unix seconds or RFC 3339 with an offset, ``startsAt`` no more than a day back,
-``endsAt`` after now and at most ten years ahead.
+``endsAt`` after now and at most ten years ahead. Two are settings, as in Alertmanager:
+a silence of more than ``alerts.max_silence_bytes`` (matchers, ``createdBy`` and comment)
+is answered 422; one more silence when ``alerts.max_silences`` have not ended (active,
+pending; expired ones do not count) is answered 400, "exceeded maximum number of
+silences", as Alertmanager answers. The list is paged (``limit``, ``offset``,
+``X-Total-Count``).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from app.alerts.silences import (
     parse_matcher,
 )
 from app.api.auth import TokenFirstRoute, WriteAuthDep
-from app.api.deps import SilencesDep
+from app.api.deps import AlertsConfigDep, SilencesDep
 from app.api.params import PageDep
 from app.api.schemas import Answer
 
@@ -147,9 +152,16 @@ def list_silences(
     return [s.to_dict(now) for s in page.take(listed, response)]
 
 
-@router.post("/silences", response_model=SilenceIdPublic)
-def create_silence(body: SilenceCreate, silences: SilencesDep, _: WriteAuthDep) -> dict[str, str]:
-    """Create a silence; returns ``{"silenceID": …}`` as Alertmanager does."""
+@router.post(
+    "/silences",
+    response_model=SilenceIdPublic,
+    responses={400: {"description": "exceeded maximum number of silences"}},
+)
+def create_silence(
+    body: SilenceCreate, silences: SilencesDep, cfg: AlertsConfigDep, _: WriteAuthDep
+) -> dict[str, str]:
+    """Create a silence; returns ``{"silenceID": …}`` as Alertmanager does. 400 when
+    ``alerts.max_silences`` silences have not ended yet (expire one first)."""
     now = time.time()
     starts = now if body.startsAt is None else _time(body.startsAt, "startsAt")
     if body.endsAt is not None and body.duration is not None:
@@ -171,10 +183,16 @@ def create_silence(body: SilenceCreate, silences: SilencesDep, _: WriteAuthDep) 
             created_by=body.createdBy,
             comment=body.comment,
             now=now,
+            max_bytes=cfg.max_silence_bytes,
         )
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
-    silences.add(silence)
+    if not silences.add(silence, now=now, max_kept=cfg.max_silences):
+        raise HTTPException(
+            400,
+            f"exceeded maximum number of silences: {cfg.max_silences} not yet ended "
+            "(alerts.max_silences); expire one first",
+        )
     return {"silenceID": silence.id}
 
 
