@@ -190,6 +190,18 @@ class ScrapeConfig(_Strict):
     max_streams: int = Field(
         20_000, ge=1, description="new streams past this many over all targets are refused"
     )
+    # Prometheus' per-scrape label limits (``app.scrape.label_limits``); 0 is no limit.
+    # vLLM 0.33's cache_config_info carries 37 labels, the longest label name is 37
+    # characters, and lora_requests_info lists adapter names in one value.
+    label_limit: int = Field(
+        64, ge=0, description="a page with a vllm: series of more labels is refused (label_limit)"
+    )
+    label_name_length_limit: int = Field(
+        128, ge=0, description="a page with a longer label name (characters) is refused"
+    )
+    label_value_length_limit: int = Field(
+        4096, ge=0, description="a page with a longer label value (characters) is refused"
+    )
 
 
 class WindowConfig(_Strict):

@@ -196,6 +196,9 @@ class ErrorKind(StrEnum):
     TOO_MANY_STREAMS = "too_many_streams"
     INVALID_VALUES = "invalid_values"
     DUPLICATE_SERIES = "duplicate_series"
+    # A vllm: series over scrape.label_limit, label_name_length_limit or
+    # label_value_length_limit (``app.scrape.label_limits``): the page is refused whole.
+    LABEL_LIMIT = "label_limit"
 
 
 # Kinds of a scrape that was used with something left out: the target is up (its scrape

@@ -377,3 +377,71 @@ def test_an_answer_over_10_mb_is_refused_with_how_to_ask() -> None:
     with pytest.raises(HTTPException) as info:
         json_answer(b"[" + b"0" * MAX_ANSWER_BYTES + b"]")
     assert info.value.status_code == 422 and "raise step" in str(info.value.detail)
+
+
+# -- issue 40: an answer whose size is known is refused before it is built --------------------
+
+LONG_MODEL = "M" * 50_000  # stored before the label limits, or read from a Prometheus
+
+
+def test_windows_whose_model_name_makes_the_answer_over_10_mb_are_refused_before_any_work(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    svc = service(api.app)
+    end = time.time()
+    svc.store.write_round([], [delta("b", LONG_MODEL, end - 60 + 5 * k) for k in range(12)], [])
+    reads: list[str] = []
+    real, real_rollups = svc.store.intervals, svc.store.rollups
+
+    def intervals(*args: Any) -> list[IntervalDelta]:
+        reads.append("intervals")
+        return list(real(*args))
+
+    def rollups(*args: Any) -> Any:
+        reads.append("rollups")
+        return real_rollups(*args)
+
+    monkeypatch.setattr(svc.store, "intervals", intervals)
+    monkeypatch.setattr(svc.store, "rollups", rollups)
+    # An hour of 15 s windows: 240 x (50 kB + the fields) is 12.3 MB at the least.
+    r = api.get("/api/v1/windows", params={"target": "b", "step": 15, "end": end})
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"].startswith("the answer would be at least 12.")
+    assert "over the 10 MB limit: raise step or narrow the range" in r.text
+    assert reads == [] and len(svc.window_cache) == 0  # nothing read, built or kept
+    ok = api.get("/api/v1/windows", params={"target": "b", "step": 900, "end": end})
+    assert ok.status_code == 200 and len(ok.json()) == 4
+    assert {w["model_name"] for w in ok.json()} == {LONG_MODEL}
+    r = api.get(f"/api/v1/fleets/{LONG_MODEL}/windows", params={"step": 15, "end": end})
+    assert r.status_code == 422 and "at least 12." in r.text, r.text[:200]
+
+
+def test_the_fleet_list_is_refused_past_10_mb_before_or_while_it_is_built(
+    api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.api.routes import fleet as route
+
+    built: list[str] = []
+    real = route.fleet_view
+
+    def fleet_view(store: Any, key: FleetKey, *args: Any, **kwargs: Any) -> Any:
+        built.append(key.model_name)
+        return real(store, key, *args, **kwargs)
+
+    monkeypatch.setattr(route, "fleet_view", fleet_view)
+    everything = api.get("/api/v1/fleets").content
+    assert len(everything) > 3000
+    # A cap under the answer's size: refused by the fleet that crosses it.
+    monkeypatch.setattr(route, "MAX_ANSWER_BYTES", len(everything) // 2)
+    built.clear()
+    r = api.get("/api/v1/fleets")
+    assert r.status_code == 422 and "ask for fewer fleets (limit)" in r.text, r.text
+    assert built == ["m1", "m2"]  # the one that crossed it, and none after
+    assert api.get("/api/v1/fleets", params={"limit": 1}).status_code == 200
+    # A model_name that alone makes it too big: refused before any fleet is computed.
+    service(api.app).store.write_round([], [delta("b", LONG_MODEL, time.time() - 5)], [])
+    monkeypatch.setattr(route, "MAX_ANSWER_BYTES", 40_000)
+    built.clear()
+    r = api.get("/api/v1/fleets")
+    assert r.status_code == 422 and "the answer would be at least 0.1 MB" in r.text, r.text
+    assert built == []

@@ -6,11 +6,13 @@ runs); ``make fuzz`` runs them with 10,000 each.
 
 * The parser never raises on any ``str`` — it has no error type of its own: a line it
   cannot read is counted in ``errors`` — whether the text is arbitrary, decoded from
-  arbitrary bytes, or a real fixture page with near-miss mutations; and its answer never
-  depends on what its caches hold (the same cold and through caches every example of
-  the module has filled).
+  arbitrary bytes, or a real fixture page with near-miss mutations (long names and values
+  among them); and its answer never depends on what its caches hold (the same cold and
+  through caches every example of the module has filled), with label limits or without.
 * Pages rendered by random prometheus_client registries parse to the samples
-  prometheus_client's own parser reads (the ``vllm:`` ones, or all of them).
+  prometheus_client's own parser reads (the ``vllm:`` ones, or all of them); with label
+  limits, to the same samples, and a page is named over them exactly when one of the
+  series prometheus_client reads is.
 * ``histogram_quantile`` is monotone in ``q``, stays inside the bucket the rank falls in,
   and equals the plain reference below, written from Prometheus' documentation.
 """
@@ -33,6 +35,7 @@ from prometheus_client.exposition import generate_latest
 
 from app.model import Quantile
 from app.scrape.cache import ParseCache
+from app.scrape.label_limits import LabelLimits
 from app.scrape.parse import looks_like_prometheus, parse
 from app.scrape.reader import PageReader
 from app.scrape.result import ParseResult
@@ -57,7 +60,19 @@ def _key(result: ParseResult) -> tuple[object, ...]:
         (s.name, s.labels, "NaN" if math.isnan(s.value) else s.value, s.timestamp)
         for s in result.samples
     ]
-    return samples, result.types, result.helps, result.errors, result.cut_last_line, result.skipped
+    return (
+        samples,
+        result.types,
+        result.helps,
+        result.errors,
+        result.cut_last_line,
+        result.skipped,
+        result.over_limit,
+    )
+
+
+# Small enough that near-misses of real lines cross them (TRICKY holds long pieces).
+SMALL_LIMITS = LabelLimits(labels=3, name_length=12, value_length=40)
 
 
 @pytest.fixture(scope="module")
@@ -67,15 +82,31 @@ def warm() -> PageReader:
     return PageReader()
 
 
-def _never_raises(text: str, warm: PageReader) -> None:
-    """Parse ``text`` cold and through the warm caches; both must agree."""
+@pytest.fixture(scope="module")
+def limited() -> ParseCache:
+    """As ``warm``, for pages parsed under ``SMALL_LIMITS``."""
+    return ParseCache()
+
+
+def _never_raises(text: str, warm: PageReader, limited: ParseCache | None = None) -> None:
+    """Parse ``text`` cold and through the warm caches, without label limits and with
+    ``SMALL_LIMITS``; cold and warm must agree, and the limits change nothing else."""
     for prefix in ("vllm:", None):
         cold = fresh(text, prefix)
         assert cold.errors >= 0 and cold.skipped >= 0
         assert not cold.cut_last_line or cold.errors > 0
         assert all(isinstance(s.value, float) for s in cold.samples)
         assert prefix is None or all(s.name.startswith(prefix) for s in cold.samples)
+        assert cold.over_limit is None
         assert _key(parse(text, prefix=prefix, cache=warm.parse_cache)) == _key(cold)
+        if limited is None:
+            continue
+        checked = parse(text, prefix=prefix, cache=ParseCache(), limits=SMALL_LIMITS)
+        assert _key(checked)[:-1] == _key(cold)[:-1]
+        over = any(SMALL_LIMITS.breach(s.name, s.labels) for s in cold.samples)
+        assert over <= (checked.over_limit is not None)  # `_created` series count too
+        again = parse(text, prefix=prefix, cache=limited, limits=SMALL_LIMITS)
+        assert _key(again) == _key(checked)
     sniffed = looks_like_prometheus(text)
     assert sniffed in (True, False)
     assert warm.looks_like_prometheus(text) == sniffed
@@ -83,19 +114,21 @@ def _never_raises(text: str, warm: PageReader) -> None:
 
 @FUZZ
 @given(text=st.text())
-def test_parse_never_raises_on_any_text(warm: PageReader, text: str) -> None:
-    _never_raises(text, warm)
+def test_parse_never_raises_on_any_text(warm: PageReader, limited: ParseCache, text: str) -> None:
+    _never_raises(text, warm, limited)
 
 
 @FUZZ
 @given(data=st.binary(), encoding=st.sampled_from(["utf-8", "latin-1", "utf-16"]))
-def test_parse_never_raises_on_decoded_bytes(warm: PageReader, data: bytes, encoding: str) -> None:
+def test_parse_never_raises_on_decoded_bytes(
+    warm: PageReader, limited: ParseCache, data: bytes, encoding: str
+) -> None:
     for errors in ("replace", "surrogateescape", "ignore"):
         try:
             text = data.decode(encoding, errors=errors)
         except UnicodeDecodeError:  # utf-16 with surrogateescape on an odd byte count
             continue
-        _never_raises(text, warm)
+        _never_raises(text, warm, limited)
 
 
 PAGES = [p.read_text() for p in FIXTURE_FILES]
@@ -103,6 +136,8 @@ FIXTURE_LINES = sorted({line for page in PAGES for line in page.split("\n") if l
 # What near-misses are made of: exposition syntax, number spellings, line ends, odd code points.
 TRICKY = [*'{}",=\\ \t#:_.+-eE0\n\r', "NaN", "+Inf", "le", "_created", "\x00", "é", "\u2028"]
 TRICKY += ["\ud800", "1_0", " 1700000000000", "# TYPE ", "# HELP "]
+# Long label names and values, and a label too many (SMALL_LIMITS: 3, 12, 40).
+TRICKY += ["a" * 13, "v" * 41, "x" * 5000, ',a="1",b="2",c="3"', ',long_label_name_x="1"']
 
 
 @st.composite
@@ -131,10 +166,12 @@ def near_miss(draw: st.DrawFn, line: str) -> str:
 
 @FUZZ
 @given(data=st.data())
-def test_near_miss_lines_from_real_pages_never_raise(warm: PageReader, data: st.DataObject) -> None:
+def test_near_miss_lines_from_real_pages_never_raise(
+    warm: PageReader, limited: ParseCache, data: st.DataObject
+) -> None:
     lines = data.draw(st.lists(st.sampled_from(FIXTURE_LINES), min_size=1, max_size=20))
     lines = [data.draw(near_miss(line)) if data.draw(st.booleans()) else line for line in lines]
-    _never_raises(data.draw(st.sampled_from(["\n", "\r\n"])).join(lines), warm)
+    _never_raises(data.draw(st.sampled_from(["\n", "\r\n"])).join(lines), warm, limited)
 
 
 @FUZZ
@@ -167,23 +204,32 @@ LABEL_VALUES = st.text(
     alphabet=st.sampled_from(list('ab01 _.,={}"\\\n\t#:-/') + ["é", "中"]),
     max_size=12,
 ) | st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
+# Names and values long enough to cross the label limits drawn against them.
+LONG_LABEL_NAMES = LABEL_NAMES | st.text(alphabet="abc_", min_size=8, max_size=300).filter(
+    lambda n: not n.startswith("__")
+)
+LONG_LABEL_VALUES = LABEL_VALUES | st.text(alphabet='ab "\\\n', min_size=20, max_size=3000)
 FLOATS = st.floats(allow_nan=True, allow_infinity=True, width=64)
 COUNTS = st.floats(min_value=0, max_value=1e12, allow_nan=False)
 BOUNDS = st.floats(-1e6, 1e6) | st.floats(-1e300, 1e300) | st.floats(1e-9, 1e-3)
 
 
 @st.composite
-def registries(draw: st.DrawFn) -> tuple[str, str]:
-    """Render a random registry twice (values moved on in between): two scrapes."""
+def registries(draw: st.DrawFn, long: bool = False) -> tuple[str, str]:
+    """Render a random registry twice (values moved on in between): two scrapes.
+    ``long``: with long label names and values."""
+    label_name, label_value = (
+        (LONG_LABEL_NAMES, LONG_LABEL_VALUES) if long else (LABEL_NAMES, LABEL_VALUES)
+    )
     registry = CollectorRegistry()
     updates = []
     for index in range(draw(st.integers(1, 6))):
         kind = draw(st.sampled_from(["counter", "gauge", "histogram"]))
         family = f"{draw(st.sampled_from(['vllm:', 'vllm:', 'http_']))}m{index}_{kind[0]}"
-        label_names = draw(st.lists(LABEL_NAMES, max_size=3, unique=True))
+        label_names = draw(st.lists(label_name, max_size=3, unique=True))
         children = draw(
             st.lists(
-                st.tuples(*[LABEL_VALUES for _ in label_names]),
+                st.tuples(*[label_value for _ in label_names]),
                 min_size=1 if label_names else 0,
                 max_size=3,
                 unique=True,
@@ -253,6 +299,32 @@ def test_random_registries_match_prometheus_client(pages: tuple[str, str], seed:
             expected = reference(text, prefix)
             assert ours(fresh(text, prefix)) == expected
             assert ours(parse(text, prefix=prefix, cache=cache)) == expected
+
+
+LIMITS = st.builds(
+    LabelLimits,
+    labels=st.integers(0, 4),
+    name_length=st.sampled_from([0, 8, 30, 128]),
+    value_length=st.sampled_from([0, 10, 100, 1024]),
+)
+
+
+@FUZZ
+@given(registries(long=True), LIMITS)
+def test_label_limits_name_a_page_exactly_when_a_series_prometheus_client_reads_is_over(
+    pages: tuple[str, str], limits: LabelLimits
+) -> None:
+    cache = ParseCache(eager_templates=True)
+    for text in (*pages, pages[1]):  # the third parse reads through the template if any
+        for prefix in ("vllm:", None):
+            expected = reference(text, prefix)
+            over = any(limits.breach(name, labels) for name, labels, _ in expected)
+            cold = parse(text, prefix=prefix, cache=ParseCache(), limits=limits)
+            warm = parse(text, prefix=prefix, cache=cache, limits=limits)
+            for result in (cold, warm):
+                assert ours(result) == expected  # the samples, as without limits
+                assert (result.over_limit is not None) == over, result.over_limit
+            assert warm.over_limit == cold.over_limit
 
 
 @FUZZ

@@ -1,11 +1,13 @@
 """Scrape hardening: streams past the caps, values a signal cannot take and duplicate
 series are left out and named in target health, the target stays up, and the rest of
-the page flows with no count lost or invented. Loopback targets (tests/faults.py)."""
+the page flows with no count lost or invented; a page with a series over the label
+limits is refused whole and nothing of it is kept. Loopback targets (tests/faults.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import math
+import tarfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,22 +15,26 @@ from typing import Any
 import httpx
 import pytest
 
-from app.config import TargetConfig, load_settings
+from app.config import ScrapeConfig, TargetConfig, load_settings
 from app.main import create_app
 from app.model import IntervalDelta, Snapshot
 from app.scrape.admission import StreamAdmission
 from app.scrape.cache import ParseCache
 from app.scrape.client import FetchResult
+from app.scrape.label_limits import LabelLimits
 from app.scrape.normalize import normalize
 from app.scrape.parse import parse
+from app.scrape.reader import PageReader
 from app.sources.base import TargetState
 from app.sources.live import ScrapeSource
 from app.sources.process import process
 from app.store.sqlite import Store
 from tests.faults import FaultServer, Route, vllm_page
 from tests.test_alerts_api import serving
+from tests.test_parse import FIXTURE_FILES
 
 LAB = 'engine="0",model_name="llama"'
+REAL_RECORDING = Path(__file__).parent / "data" / "vllm_real" / "traffic2.tar.gz"
 TTFT = "vllm:time_to_first_token_seconds"
 ITL = "vllm:inter_token_latency_seconds"
 RUNNING = f"vllm:num_requests_running{{{LAB}}}"
@@ -368,3 +374,130 @@ def test_a_partial_scrape_is_up_names_every_problem_and_exports_only_finite_valu
     assert 'phasewatch_kv_usage_max{model_name="llama",target="a"} 0.5' in exported
     assert not any(key.startswith("phasewatch_waiting_avg{") for key, _, _ in samples)
     assert 'model_name="other"' not in exported
+
+
+# --- label limits (parser, process, collector) ------------------------------------------
+
+LONG_VALUE = "A" * 1_000_000
+
+
+def long_label(page: str) -> str:
+    """``page`` with a series whose model_name is a million characters long."""
+    return page + f'vllm:num_requests_running{{model_name="{LONG_VALUE}"}} 1\n'
+
+
+LIMITS = LabelLimits(labels=3, name_length=10, value_length=20)
+OVER = [
+    ("labels", 'vllm:x{a="1",b="2",c="3",d="4"} 1\n', "label limit exceeded", "label_limit (3)"),
+    (
+        "name_length",
+        'vllm:x{a_very_long_name="1"} 1\n',
+        "label name length limit exceeded",
+        "label_name_length_limit (10)",
+    ),
+    (
+        "value_length",
+        f'vllm:x{{model_name="{"v" * 21}"}} 1\n',
+        "label value length limit exceeded",
+        "label_value_length_limit (20)",
+    ),
+    (
+        "created_value_length",
+        f'vllm:x_created{{model_name="{"v" * 21}"}} 1\n',
+        "label value length limit exceeded",
+        "label_value_length_limit (20)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("line", "says", "setting"), [c[1:] for c in OVER], ids=[c[0] for c in OVER]
+)
+def test_a_series_over_a_label_limit_fails_the_page_naming_the_limit_and_the_setting(
+    line: str, says: str, setting: str
+) -> None:
+    state = TargetState(TargetConfig(name="a", url="http://a/metrics"))
+    reader = PageReader()
+    state, good = process(state, fetched(vllm_page(1)), 100.0, limits=LIMITS, reader=reader)
+    assert good.record.ok and good.snapshot is not None
+    for ts in (105.0, 110.0):  # the second page is read through the caches the first filled
+        bad_state, bad = process(
+            state, fetched(vllm_page(2) + line), ts, limits=LIMITS, reader=reader
+        )
+        assert not bad.record.ok and bad.record.error_kind == "label_limit"
+        assert says in (bad.record.error or "") and f"scrape.{setting}" in (bad.record.error or "")
+        assert bad.snapshot is None and bad.deltas == []
+        assert bad_state.last_ok is state.last_ok  # the baseline stays the last good page
+    # Within the limits (or with none), the same page is used.
+    _, fine = process(state, fetched(vllm_page(2) + line), 115.0, reader=reader)
+    assert fine.record.ok and fine.record.error_kind is None
+    assert fine.deltas[0].histograms["ttft"].count == 10
+
+
+def test_zero_is_no_limit_and_a_page_within_the_limits_is_read_as_without_them() -> None:
+    page = long_label(vllm_page(2))
+    assert parse(page, cache=ParseCache(), limits=LabelLimits()).over_limit is None
+    limited = ParseCache(eager_templates=True)
+    for _ in range(3):  # cold, then through the series cache and the template
+        within = parse(vllm_page(2), cache=limited, limits=LabelLimits.of(ScrapeConfig()))
+        assert within.over_limit is None
+        assert within.samples == parse(vllm_page(2), cache=ParseCache()).samples
+    assert within.memo is not None  # the template path: nothing checked again
+
+
+def real_pages() -> list[tuple[str, str]]:
+    """Every real vLLM page of the fixtures, and the first of a real recording's."""
+    pages = [(p.name, p.read_text()) for p in FIXTURE_FILES]
+    with tarfile.open(REAL_RECORDING) as tar:
+        first = next(m for m in tar.getmembers() if m.name.endswith(".prom"))
+        body = tar.extractfile(first)
+        assert body is not None
+        pages.append((first.name, body.read().decode()))
+    return pages
+
+
+def test_the_default_label_limits_pass_every_real_vllm_page() -> None:
+    limits = LabelLimits.of(ScrapeConfig())
+    widest = 0
+    for name, text in real_pages():
+        result = parse(text, prefix=None, cache=ParseCache(), limits=limits)
+        assert result.over_limit is None, name
+        widest = max([widest, *(len(s.labels) for s in result.samples)])
+    assert widest >= 37  # vLLM's cache_config_info: the default keeps a margin over it
+
+
+def test_a_long_label_value_is_refused_as_label_limit_and_nothing_of_it_is_stored(
+    tmp_path: Path,
+) -> None:
+    script = Script()
+    with FaultServer(source=script) as srv:
+        col = make_collector(tmp_path, srv.url("/metrics"))
+
+        def hostile() -> None:
+            script.edit = lambda text, n: long_label(text)
+
+        def good() -> None:
+            script.edit = lambda text, n: text
+
+        scrape(col, [(100.0, None), (105.0, hostile), (110.0, None), (115.0, good)])
+    (bad, again) = col.store.scrapes("a", 104.0, 111.0)
+    for rec in (bad, again):
+        assert not rec.ok and rec.error_kind == "label_limit"
+        assert rec.error == (
+            "label value length limit exceeded: model_name of vllm:num_requests_running is "
+            "1,000,000 characters long, over scrape.label_value_length_limit (4,096)"
+        )
+    rec = col.states["a"].last_record
+    assert rec is not None and rec.ok  # healed at the first good page
+    # Nothing of the hostile pages reached the store, the snapshots or the caps...
+    assert [m for _, m in col.store.streams()] == ["llama"]
+    assert set(col.store.last_snapshots()["a"][1]) == {"llama"}
+    assert col.admission.total == 1
+    # ...or the parser's caches.
+    cache = col.reader.parse_cache
+    assert all(len(k) < 1000 for t in cache.tables.values() for k in t.series)
+    assert all(len(v) < 1000 for t in cache.tables.values() for _, v in t.pairs)
+    # No count lost: the delta after the gap covers the three intervals.
+    (delta,) = stored(col.store)
+    assert (delta.start, delta.end) == (100.0, 115.0)
+    assert delta.histograms["ttft"].count == 30

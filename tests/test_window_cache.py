@@ -1,14 +1,24 @@
-"""The windows API's cache: the same bytes as computing afresh, and only settled windows kept."""
+"""The windows API's cache: the same bytes as computing afresh, only settled windows kept,
+and never more than its windows and bytes allow."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from app.model import HistogramDelta, IntervalDelta
-from app.read.windows import QueryError, WindowCache, encode_window, grid_runs, stream_windows
+from app.read.windows import (
+    SLOT_OVERHEAD,
+    WINDOW_OVERHEAD,
+    QueryError,
+    WindowCache,
+    encode_window,
+    grid_runs,
+    stream_windows,
+)
 from app.store.sqlite import Store
 
 B = (0.1, 0.5, 1.0)
@@ -87,3 +97,35 @@ def test_grid_runs_groups_contiguous_ends() -> None:
         (120.0, 120.0),
     ]
     assert grid_runs([], 15.0) == []
+
+
+def test_the_byte_budget_drops_the_streams_used_least_recently(store: Store) -> None:
+    def ask(cache: WindowCache, step: float) -> list[tuple[float, bytes]]:
+        return cache.windows(store, "t", "m", start=0, end=600, length=60, step=step, now=1e4)
+
+    one = len(ask(WindowCache(settle=0.0), 60)[0][1]) + WINDOW_OVERHEAD
+    slot = SLOT_OVERHEAD + len("t") + len("m")
+    cache = WindowCache(settle=0.0, max_bytes=2 * slot + 16 * one)
+    ask(cache, 60)  # 10 windows
+    ask(cache, 120)  # 5 more: 15
+    ask(cache, 60)  # the 60 s slot used last
+    assert len(cache) == 15 and cache.nbytes <= cache.max_bytes
+    ask(cache, 300)  # 2 more: over the budget, so the 120 s slot (least recently used) goes
+    assert len(cache) == 12 and cache.nbytes <= cache.max_bytes
+    assert [b for _, b in ask(cache, 120)] == fresh(store, 0.0, 600.0, 60.0, 120.0)
+
+
+def test_windows_of_a_long_model_name_stay_under_the_byte_budget(tmp_path: Path) -> None:
+    name = "m" * 200_000  # each window carries it: 10 windows are 2 MB
+    s = Store(tmp_path / "long.db")
+    s.write_round([], [replace(delta(5.0 * k, k % 7), model_name=name) for k in range(1, 121)], [])
+    cache = WindowCache(settle=0.0, max_bytes=1_000_000)
+    got = cache.windows(s, "t", name, start=0, end=600, length=60, step=60, now=1e4)
+    assert len(got) == 10 and all(json.loads(b)["model_name"] == name for _, b in got)
+    assert 0 < len(cache) <= 4 and cache.nbytes <= 1_000_000
+    assert [e for e, _ in got[-len(cache) :]] == [e for e, _ in got][-len(cache) :]
+    again = cache.windows(s, "t", name, start=0, end=600, length=60, step=60, now=1e4)
+    assert again == got and cache.nbytes <= 1_000_000
+    tiny = WindowCache(settle=0.0, max_bytes=1000)  # under one window: none is kept
+    assert tiny.windows(s, "t", name, start=0, end=600, length=60, step=60, now=1e4) == got
+    assert len(tiny) == 0 and tiny.nbytes == 0

@@ -132,7 +132,14 @@ TOP_HINTS = 3
 # A scrape that got a page counts as "up" (even with no vllm: families on it): the
 # server answered. Refused, timed out, HTTP errors, non-Prometheus bodies are "down".
 # A scrape used with something left out (PARTIAL_KINDS) is up too.
-_REACHED = {None, "metrics_disabled", "bucket_layout_changed", "too_many_series", *PARTIAL_KINDS}
+_REACHED = {
+    None,
+    "metrics_disabled",
+    "bucket_layout_changed",
+    "too_many_series",
+    "label_limit",
+    *PARTIAL_KINDS,
+}
 
 
 def reached(error_kind: str | None) -> bool:

@@ -16,7 +16,7 @@ from app.fleet.aggregate import FleetKey, group_streams
 from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import ImbalanceThresholds
 from app.fleet.view import FleetView, view_of
-from app.read.windows import LATEST_TIME, check_windows, stop_if
+from app.read.windows import LATEST_TIME, check_answer_size, check_windows, stop_if
 from app.windows.aggregate import windows
 
 __all__ = ["find_fleet", "fleet_views", "fleets"]
@@ -52,17 +52,20 @@ def fleet_views(
     thresholds: ImbalanceThresholds,
     diagnose_replicas: bool = False,
     max_length: float = LATEST_TIME,
+    max_bytes: int | None = None,
     cancel: threading.Event | None = None,
     roles: Mapping[str, str] | None = None,
 ) -> list[FleetView]:
     """Fleet windows of ``length`` ending every ``step`` in ``(start, end]``, oldest first.
 
     Checked whole before any work (:func:`app.read.windows.check_windows`: every member's
-    windows count against the cap); :class:`app.read.windows.Cancelled` is raised between
-    members and between fleet windows once ``cancel`` is set. ``roles``: a P/D fleet's
-    replica roles from the targets' labels (the others' from their pages).
+    windows count against the cap; :func:`app.read.windows.check_answer_size`: each fleet
+    window, replicas aside, against ``max_bytes``); :class:`app.read.windows.Cancelled` is
+    raised between members and between fleet windows once ``cancel`` is set. ``roles``: a
+    P/D fleet's replica roles from the targets' labels (the others' from their pages).
     """
-    check_windows(start, end, length, step, streams=len(members), max_length=max_length)
+    n = check_windows(start, end, length, step, streams=len(members), max_length=max_length)
+    check_answer_size(n, [("", key.model_name)], max_bytes)
     first_end = min((math.floor(start / step) + 1) * step, end)
     per_member = []
     for t in members:

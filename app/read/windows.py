@@ -12,9 +12,11 @@ step. Roll-ups are kept ``storage.rollup_retention_days``, raw deltas
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from app.model import HISTOGRAM_SIGNALS, Window
@@ -84,6 +86,45 @@ def check_windows(
     if n * streams > MAX_WINDOWS:
         raise QueryError(_too_many(n * streams))
     return n
+
+
+def least_window_bytes(target: str, model_name: str) -> int:
+    """The fewest bytes one window of this stream takes in an answer (:func:`encode_window`).
+
+    Every window has the same fields: each value takes at least one character, and the
+    target and model_name their JSON text (escapes only lengthen it). ``model_name`` is in
+    every window, so a long one makes every window long: known before any is built.
+    """
+    return _least_fields() + _text_bytes(target) + 1 + _text_bytes(model_name) + 1
+
+
+@functools.cache
+def _least_fields() -> int:
+    """Bytes of a window's fields with every value one character long."""
+    blank = Window("", "", 0.0, 0.0, {}, {}, {}, {}, {}, {}, {}, 0.0, 0)
+    return len(_ENCODER.encode(dict.fromkeys(window_to_dict(blank), 0)))
+
+
+def _text_bytes(text: str) -> int:
+    """Bytes of ``text`` as a JSON string without its quotes (UTF-8, escaped)."""
+    return len(_ENCODER.encode(text).encode()) - 2
+
+
+def check_answer_size(
+    per_stream: int, streams: Iterable[tuple[str, str]], max_bytes: int | None
+) -> None:
+    """Refuse, before any work, ``per_stream`` windows of each of ``streams`` (target,
+    model_name) whose answer would be over ``max_bytes`` (None: no cap) at the least
+    (:func:`least_window_bytes`): the check of the answer written comes too late to spare
+    the memory of writing it."""
+    if max_bytes is None:
+        return
+    least = per_stream * sum(least_window_bytes(t, m) for t, m in streams)
+    if least > max_bytes:
+        raise QueryError(
+            f"the answer would be at least {least / 1e6:.1f} MB, over the "
+            f"{max_bytes / 1e6:.0f} MB limit: raise step or narrow the range"
+        )
 
 
 def _too_many(asked: float) -> str:
@@ -181,24 +222,50 @@ def encode_window(w: Window) -> bytes:
     return _ENCODER.encode(window_to_dict(w)).encode()
 
 
+Key = tuple[str, str, float, float]
+"""A stream's windows of one length and step: (target, model_name, length, step)."""
+
+WINDOW_OVERHEAD = 120
+"""Bytes a kept window costs beyond its encoded text: its end, its bytes object, its slot."""
+SLOT_OVERHEAD = 400
+"""Bytes a stream's slot costs beyond its key's texts: the key, its dict, its place."""
+
+
 class WindowCache:
     """Encoded API windows that can no longer change, per stream and resolution.
 
     A window ending at or before ``now - settle`` (``settle``: a scrape interval plus its
     timeout, so every delta ending inside it is stored) never changes again, so a
     dashboard that asks for the same day every refresh only computes its newest
-    windows. At most ``cap`` windows are kept; over that the cache starts afresh (with the newest).
+    windows.
+
+    Bounded twice, both counted as windows are added: at most ``cap`` windows, and at
+    most ``max_bytes`` (approximate: each window's encoded text plus
+    :data:`WINDOW_OVERHEAD`, each slot's target and model_name plus
+    :data:`SLOT_OVERHEAD`). Past either, the slots (a stream at one length and step)
+    used least recently are dropped whole; a slot that alone is over keeps its newest
+    windows (a live view asks for them again). Edge case: a window larger than the
+    budget on its own is never kept.
     """
 
-    def __init__(self, settle: float, *, cap: int = 50_000) -> None:
+    def __init__(self, settle: float, *, cap: int = 50_000, max_bytes: int = 64_000_000) -> None:
         self.settle = settle
         self.cap = cap
-        self._held: dict[tuple[str, str, float, float], dict[float, bytes]] = {}
+        self.max_bytes = max_bytes
+        # Least recently used first; per slot its windows and their bytes.
+        self._held: OrderedDict[Key, dict[float, bytes]] = OrderedDict()
+        self._slot_bytes: dict[Key, int] = {}
         self._size = 0
+        self._bytes = 0
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return self._size
+
+    @property
+    def nbytes(self) -> int:
+        """The approximate bytes held (what ``max_bytes`` bounds)."""
+        return self._bytes
 
     def windows(
         self,
@@ -222,7 +289,10 @@ class WindowCache:
         ends = [first_end + k * step for k in range(n)]
         key = (target, model_name, length, step)
         with self._lock:
-            held = dict(self._held.get(key, {}))
+            slot = self._held.get(key)
+            held = {} if slot is None else dict(slot)
+            if slot is not None:
+                self._held.move_to_end(key)
         fresh: dict[float, bytes] = {}
         todo = [e for e in ends if e not in held]
         i = 0
@@ -248,15 +318,41 @@ class WindowCache:
         keep = {e: b for e, b in fresh.items() if e <= now - self.settle}
         if keep:
             with self._lock:
-                if self._size + len(keep) > self.cap:
-                    self._held.clear()
-                    self._size = 0
-                    if len(keep) > self.cap:  # the newest ones: a live view asks for them again
-                        keep = {e: keep[e] for e in sorted(keep)[-self.cap :]}
-                slot = self._held.setdefault(key, {})
-                self._size += len(keep.keys() - slot.keys())
-                slot.update(keep)
+                self._keep(key, keep)
         return [(e, held[e] if e in held else fresh[e]) for e in ends if e in held or e in fresh]
+
+    def _keep(self, key: Key, keep: dict[float, bytes]) -> None:
+        """Add settled windows to ``key``'s slot, then drop what is over the bounds."""
+        slot = self._held.get(key)
+        if slot is None:
+            slot = self._held[key] = {}
+            self._slot_bytes[key] = len(key[0]) + len(key[1]) + SLOT_OVERHEAD
+            self._bytes += self._slot_bytes[key]
+        self._held.move_to_end(key)
+        added = 0
+        for e, body in keep.items():
+            if e not in slot:
+                added += len(body) + WINDOW_OVERHEAD
+                self._size += 1
+            slot[e] = body
+        self._slot_bytes[key] += added
+        self._bytes += added
+        while len(self._held) > 1 and (self._size > self.cap or self._bytes > self.max_bytes):
+            self._drop(next(iter(self._held)))
+        while slot and (self._size > self.cap or self._bytes > self.max_bytes):
+            oldest = min(slot)
+            cost = len(slot.pop(oldest)) + WINDOW_OVERHEAD
+            self._slot_bytes[key] -= cost
+            self._bytes -= cost
+            self._size -= 1
+        if not slot:
+            self._drop(key)
+
+    def _drop(self, key: Key) -> None:
+        """Forget a slot and all it holds."""
+        slot = self._held.pop(key)
+        self._size -= len(slot)
+        self._bytes -= self._slot_bytes.pop(key)
 
 
 def windows_body(
@@ -271,15 +367,17 @@ def windows_body(
     step: float,
     now: float,
     max_length: float = LATEST_TIME,
+    max_bytes: int | None = None,
     cancel: threading.Event | None = None,
 ) -> bytes:
     """``GET /windows``' JSON array: every model's windows, by end then model.
 
-    The whole request is checked (:func:`check_windows` over all ``models``) before any
-    window is built; :class:`Cancelled` is raised between streams and runs once
-    ``cancel`` is set.
+    The whole request is checked (:func:`check_windows` over all ``models``, and
+    :func:`check_answer_size` against ``max_bytes``) before any window is built;
+    :class:`Cancelled` is raised between streams and runs once ``cancel`` is set.
     """
-    check_windows(start, end, length, step, streams=len(models), max_length=max_length)
+    n = check_windows(start, end, length, step, streams=len(models), max_length=max_length)
+    check_answer_size(n, ((target, m) for m in models), max_bytes)
     out: list[tuple[float, str, bytes]] = []
     for model_name in models:
         stop_if(cancel)
@@ -318,9 +416,11 @@ __all__ = [
     "Cancelled",
     "QueryError",
     "WindowCache",
+    "check_answer_size",
     "check_windows",
     "encode_window",
     "grid_runs",
+    "least_window_bytes",
     "stop_if",
     "stream_windows",
     "windows_body",

@@ -19,14 +19,23 @@ pairs are shared between series (interned), so a template of a page whose series
 all distinct (every target its own ``model_name``) costs about the same. Past
 ``max_entries`` a map is emptied rather than evicted entry by entry: cheap, and a
 thrashing cache only costs the first-scrape speed (the series map is emptied alone; the
-few shapes and names that make a miss cheap stay). Past ``max_templates`` the least
-recently used page layout is dropped.
+few shapes and names that make a miss cheap stay). Entries are counted in characters
+too: past ``max_chars`` of series texts learnt, the series map is emptied with the label
+pairs those texts brought, and past ``max_chars`` of comment lines the comment map (a
+page's series and comments may be long: a count alone bounds nothing). Past
+``max_templates`` the least recently used page layout is dropped; a template holds the
+labels of its page's series, so it is bounded by the scrape's page size.
+
+Label limits (:class:`~app.scrape.label_limits.LabelLimits`): a cache holds only series
+checked under the limits it was last used with; parsing under other limits empties the
+series, shapes, pairs and templates first (:meth:`ParseCache.use_limits`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from app.scrape.label_limits import LabelLimits
 from app.scrape.lines import Comment, Entry, Labels, Series, label_name_in
 from app.scrape.templates import Probe, Slices, Template
 
@@ -39,7 +48,7 @@ Shape = tuple[tuple[str, ...], tuple[int, ...] | None]
 class SeriesTables:
     """The cached series and shapes of one prefix (a key known here starts with it)."""
 
-    __slots__ = ("has_skips", "names", "pairs", "series", "shapes")
+    __slots__ = ("chars", "has_skips", "names", "pairs", "series", "shapes")
 
     def __init__(self) -> None:
         """Start empty."""
@@ -51,6 +60,8 @@ class SeriesTables:
         # many series (model_name on all of them), and templates keep the series alive.
         self.pairs: dict[tuple[str, str], tuple[str, str]] = {}
         self.has_skips = False
+        # Characters of the series texts learnt since the pairs were last emptied.
+        self.chars = 0
 
     def labels(self, pairs: Iterable[tuple[str, str]]) -> Labels:
         """Return ``pairs`` as a labels tuple made of the shared pair objects."""
@@ -76,8 +87,11 @@ class ParseCache:
     """
 
     __slots__ = (
+        "comment_chars",
         "comments",
         "eager_templates",
+        "limits",
+        "max_chars",
         "max_entries",
         "max_templates",
         "slices",
@@ -86,30 +100,49 @@ class ParseCache:
     )
 
     def __init__(
-        self, max_entries: int = 100_000, max_templates: int = 256, *, eager_templates: bool = False
+        self,
+        max_entries: int = 100_000,
+        max_templates: int = 256,
+        *,
+        eager_templates: bool = False,
+        max_chars: int = 32_000_000,
     ) -> None:
-        """Create an empty cache: ``max_entries`` per map, ``max_templates`` page layouts."""
+        """Create an empty cache: ``max_entries`` per map (and ``max_chars`` of series
+        texts, of comment lines), ``max_templates`` page layouts."""
         self.max_entries = max_entries
         self.max_templates = max_templates
+        self.max_chars = max_chars
         self.eager_templates = eager_templates
         self.tables: dict[str | None, SeriesTables] = {}
-        # Comment lines seen → what they said (None: a bad one).
+        # Comment lines seen → what they said (None: a bad one), and their characters.
         self.comments: dict[str, Comment | None] = {}
+        self.comment_chars = 0
         self.templates: dict[Probe, Template] = {}
         self.slices: Slices = {}
+        # The label limits every cached series and template was checked under.
+        self.limits: LabelLimits | None = None
 
     @classmethod
     def for_sniffing(cls) -> ParseCache:
         """A cache for ``looks_like_prometheus``, which parses page heads: small, and no
         templates (heads are cut)."""
-        return cls(max_entries=5_000, max_templates=0)
+        return cls(max_entries=5_000, max_templates=0, max_chars=1_000_000)
 
     def clear(self) -> None:
         """Forget everything."""
         self.tables.clear()
         self.comments.clear()
+        self.comment_chars = 0
         self.templates.clear()
         self.slices.clear()
+
+    def use_limits(self, limits: LabelLimits | None) -> None:
+        """Parse under ``limits`` from now on: unless they are the ones in use, forget
+        what was checked under others (series, shapes, pairs, templates)."""
+        if limits != self.limits:
+            self.tables.clear()
+            self.templates.clear()
+            self.limits = limits
 
     def keep_template(self, probe: Probe, template: Template) -> None:
         """Remember the layout of a page."""
@@ -135,13 +168,19 @@ class ParseCache:
         if len(tables.series) > self.max_entries:
             tables.series.clear()
             tables.has_skips = False
+        if tables.chars > self.max_chars:
+            tables.series.clear()
+            tables.has_skips = False
+            tables.pairs.clear()
+            tables.chars = 0
         if len(tables.pairs) > self.max_entries:
             tables.pairs.clear()
         if len(tables.shapes) > self.max_entries or len(tables.names) > self.max_entries:
             tables.shapes.clear()
             tables.names.clear()
-        if len(self.comments) > self.max_entries:
+        if len(self.comments) > self.max_entries or self.comment_chars > self.max_chars:
             self.comments.clear()
+            self.comment_chars = 0
         return tables
 
 

@@ -32,6 +32,7 @@ __all__ = [
     "Labels",
     "Series",
     "label_name_in",
+    "labels_of",
     "name_of",
     "parse_comment",
     "parse_sample",
@@ -69,6 +70,14 @@ def name_of(key: str) -> str:
     """Return the metric name a valid series text starts with."""
     brace = key.find("{")
     return key if brace < 0 else key[:brace].rstrip(" \t")
+
+
+def labels_of(key: str) -> Labels:
+    """Return the labels of a series text that :func:`parse_sample` read, sorted by name."""
+    brace = key.find("{")
+    if brace < 0:
+        return ()
+    return _parse_labels(key[brace + 1 : key.rfind("}")]) or ()
 
 
 def label_name_in(piece: str) -> str:

@@ -16,6 +16,13 @@ Rules:
   tell "vLLM families declared but empty" from "no vLLM families at all".
 * ``looks_like_prometheus`` judges the first 40 lines: some must parse (a sample, TYPE or
   HELP) and no more than that many may fail; HTML, JSON and binary pages fail.
+* With ``limits`` (:class:`~app.scrape.label_limits.LabelLimits`), a kept series with too
+  many labels, or a label name or value too long, is named in ``over_limit`` (the first
+  one); its sample is still returned, the caller refuses the page. ``_created`` series
+  are checked too (they are on the page, only their values are dropped); lines that do
+  not parse are errors, never checked. Such a series is never cached (nor its label
+  pairs, nor the page's template), so it is checked again on every page that holds it,
+  while a series the caches know was checked once, when it was learnt.
 
 Speed (bench/parse.py): a vLLM page repeats the same series every scrape; only the values
 change. What earlier pages taught is kept in a :class:`~app.scrape.cache.ParseCache`,
@@ -41,6 +48,7 @@ from typing import cast
 
 from app.model import Sample
 from app.scrape.cache import ParseCache, shape_of
+from app.scrape.label_limits import LabelLimits
 from app.scrape.lines import (
     CREATED,
     METRIC_NAME,
@@ -49,6 +57,7 @@ from app.scrape.lines import (
     Comment,
     Entry,
     Series,
+    labels_of,
     name_of,
     parse_comment,
     parse_sample,
@@ -75,9 +84,14 @@ _SNIFF_LINES = 40
 
 
 def parse(
-    text: str, *, prefix: str | None = DEFAULT_PREFIX, cache: ParseCache | None = None
+    text: str,
+    *,
+    prefix: str | None = DEFAULT_PREFIX,
+    cache: ParseCache | None = None,
+    limits: LabelLimits | None = None,
 ) -> ParseResult:
-    """Parse an exposition page; keep samples whose name starts with ``prefix`` (None: all)."""
+    """Parse an exposition page; keep samples whose name starts with ``prefix`` (None: all)
+    and name the first kept series over ``limits`` (None: no limits)."""
     # ``cache``: what the caller's earlier pages taught (None: a fresh one, kept by no
     # one). The result never depends on what the cache holds.
     if not isinstance(text, str):  # the contract is "never raise", even on bad callers
@@ -86,6 +100,7 @@ def parse(
         prefix = None
     if cache is None:
         cache = ParseCache()
+    cache.use_limits(limits)
     if "\r" in text:
         text = text.replace("\r\n", "\n")
     lines = text.split("\n")
@@ -100,7 +115,9 @@ def parse(
     page = _Page(cache, prefix)
     samples = page.run(lines)
     cut = page.errors > 0 and _last_line_is_bad(lines, prefix)
-    result = ParseResult(samples, page.types, page.errors, cut, page.helps, page.skipped)
+    result = ParseResult(
+        samples, page.types, page.errors, cut, page.helps, page.skipped, over_limit=page.breach
+    )
     if page.clean and (cache.eager_templates or not page.learned) and cache.max_templates > 0:
         # By default only a page whose series were all known: a first scrape stays as
         # cheap as it can be, and the template comes with the second.
@@ -135,12 +152,15 @@ class _Page:
     """One parse: turns lines into samples and keeps types, helps and counts."""
 
     __slots__ = (
+        "breach",
+        "cache",
         "clean",
         "comments",
         "entries",
         "errors",
         "helps",
         "learned",
+        "limits",
         "original",
         "prefix",
         "skipped",
@@ -149,8 +169,12 @@ class _Page:
     )
 
     def __init__(self, cache: ParseCache, prefix: str | None) -> None:
-        """Start a parse that uses ``cache`` and keeps names starting with ``prefix``."""
+        """Start a parse that uses ``cache`` (and its label limits) and keeps names
+        starting with ``prefix``."""
         self.prefix = prefix
+        self.cache = cache
+        self.limits = cache.limits
+        self.breach: str | None = None  # the first kept series over a label limit
         # What a template of this page needs: every line split at its last blank, what
         # each line turned out to be, and whether each sample value read as it stands.
         self.original: list[tuple[str, str, str]] = []
@@ -218,6 +242,7 @@ class _Page:
             entry = self._by_shape(key) if key and line[0] != "#" else None
             if entry is not None:
                 entries[index] = series[key] = entry
+                self.tables.chars += len(key)
                 self.learned += 1
                 continue
             sample = self._line(line, key)
@@ -250,10 +275,13 @@ class _Page:
         shape = tables.shapes.get(tuple(pieces[::2])) if len(pieces) % 2 else None
         if shape is None:
             return None
-        if not keep:
-            return CREATED
         label_names, order = shape
         values = pieces[1::2]
+        limits = self.limits
+        if limits is not None and not limits.values_within(values):
+            return None  # the careful path names it (the shape's names and count passed)
+        if not keep:
+            return CREATED
         if order is not None:
             values = [values[i] for i in order]
         # The shape fixes how many values there are, so zip needs no length check. The
@@ -288,6 +316,7 @@ class _Page:
             # decides this check (same first character, holds a blank), so it is cached.
             if key and key[0] == first:
                 self.tables.series[key] = SKIP
+                self.tables.chars += len(key)
             self.tables.has_skips = True
             return SKIP, "", None
         self.errors += 1
@@ -296,6 +325,7 @@ class _Page:
     def _comment(self, line: str) -> None:
         """Record a TYPE or HELP line and cache what it said."""
         parsed = self.comments[line] = parse_comment(line)
+        self.cache.comment_chars += len(line)
         if parsed is None:
             self.errors += 1
         elif parsed:
@@ -312,11 +342,21 @@ class _Page:
         name = name_of(key)
         if self.prefix is not None and not name.startswith(self.prefix):
             return None  # a prefix reaching into the labels, e.g. "vllm:x{": nothing kept
+        limits = self.limits
+        if limits is not None and isinstance(entry, tuple):
+            labels = entry[1] if entry is not CREATED else labels_of(key)
+            breach = limits.breach(name, labels)
+            if breach is not None:
+                self.clean = False  # no template: the page's next copy is checked again
+                if self.breach is None:
+                    self.breach = breach
+                return entry, value, stamp  # neither the series nor its pairs cached
         self.learned += 1
         tables = self.tables
         if isinstance(entry, tuple) and entry is not CREATED:
             entry = (sys.intern(entry[0]), tables.labels(entry[1]) if entry[1] else ())
         tables.series[key] = entry
+        tables.chars += len(key)
         tables.names[name] = not name.endswith("_created")
         brace = len(name)
         plain = key[brace : brace + 1] == "{" and "\\" not in key

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from app.model import Snapshot
 from app.scrape.cache import ParseCache
+from app.scrape.label_limits import LabelLimits
 from app.scrape.normalize import NormalizeCache, normalize
 from app.scrape.parse import looks_like_prometheus, parse
 from app.scrape.result import ParseResult
@@ -36,9 +37,10 @@ class PageReader:
         """Tell whether ``text`` reads as an exposition page (not HTML, JSON or binary)."""
         return looks_like_prometheus(text, cache=self.sniff_cache)
 
-    def parse(self, text: str) -> ParseResult:
-        """The ``vllm:`` samples of a page, and what judges the page itself."""
-        return parse(text, cache=self.parse_cache)
+    def parse(self, text: str, *, limits: LabelLimits | None = None) -> ParseResult:
+        """The ``vllm:`` samples of a page, and what judges the page itself (with
+        ``limits``: its first series over them, ``ParseResult.over_limit``)."""
+        return parse(text, cache=self.parse_cache, limits=limits)
 
     def normalize(self, parsed: ParseResult, *, target: str, ts: float) -> Snapshot:
         """One parsed page of ``target`` at ``ts`` as canonical signals per model_name."""

@@ -24,3 +24,6 @@ class ParseResult:
     # a consumer may keep what it derives from the samples' series (they are the same,
     # in the same order, every time). None for a page read line by line.
     memo: dict[str, object] | None = field(default=None, compare=False, repr=False)
+    # Parsed with label limits (``app.scrape.label_limits``): what the first kept series
+    # over one of them breaks (its sample is still in ``samples``). None: none over.
+    over_limit: str | None = None

@@ -45,6 +45,7 @@ from app.config import ScrapeConfig, TargetConfig
 from app.model import PARTIAL_KINDS, ErrorKind, Snapshot, StreamSnapshot
 from app.scrape.admission import StreamAdmission
 from app.scrape.client import ClientPool, FetchResult, TargetClient, fetch, read_file
+from app.scrape.label_limits import LabelLimits
 from app.scrape.reader import PageReader
 from app.sources.base import Discovery, Outcome, StaticTargets, TargetState
 from app.sources.process import failed_outcome, process
@@ -220,6 +221,7 @@ class ScrapeSource:
                 result,
                 ts,
                 max_series=self.scrape.max_series,
+                limits=LabelLimits.of(self.scrape),
                 reader=self.reader,
                 admission=self.admission,
             )

@@ -6,16 +6,16 @@ is left as it was. Every source that reads pages goes through it — the live sc
 recording replayed (:class:`PageFeed`), ``phasewatch diagnose`` — so a replay judges
 exactly what the service would have stored.
 
-A page that cannot be used (the fetch failed, not Prometheus text, too many series, cut
-in the middle of a line) is a failed scrape: the last good snapshot stays the baseline,
-so the next good page's delta covers the gap. A page used with something left out
-(``PARTIAL_KINDS``: new streams past the caps of ``app.scrape.admission``, signals with
-invalid values or conflicting duplicate series, ``app.scrape.normalize``) is an ok
-scrape: its record names the first problem (``error_kind``, ``error``) and the state's
-``problems`` all of them. A counter or histogram left out of a scrape keeps its previous
-value as the baseline, so the next delta covers the gap as after a failed scrape; one
-that has no previous value has no baseline, and its next value starts one (it is not
-counted from zero).
+A page that cannot be used (the fetch failed, not Prometheus text, too many series, a
+series over the label limits, cut in the middle of a line) is a failed scrape: the last
+good snapshot stays the baseline, so the next good page's delta covers the gap. A page
+used with something left out (``PARTIAL_KINDS``: new streams past the caps of
+``app.scrape.admission``, signals with invalid values or conflicting duplicate series,
+``app.scrape.normalize``) is an ok scrape: its record names the first problem
+(``error_kind``, ``error``) and the state's ``problems`` all of them. A counter or
+histogram left out of a scrape keeps its previous value as the baseline, so the next
+delta covers the gap as after a failed scrape; one that has no previous value has no
+baseline, and its next value starts one (it is not counted from zero).
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from app.config import TargetConfig
 from app.model import ErrorKind, IntervalDelta, Snapshot, StreamSnapshot
 from app.scrape.admission import StreamAdmission
 from app.scrape.client import FetchResult
+from app.scrape.label_limits import LabelLimits
 from app.scrape.reader import PageReader
 from app.sources.base import Outcome, TargetState
 from app.store.sqlite import ScrapeRecord
@@ -50,11 +51,15 @@ def process(
     now: float,
     *,
     max_series: int | None = None,
+    limits: LabelLimits | None = None,
     reader: PageReader | None = None,
     admission: StreamAdmission | None = None,
 ) -> tuple[TargetState, Outcome]:
     """Turn a fetch result into the target's next state and the scrape's outcome.
 
+    ``limits``: the label limits every ``vllm:`` series must keep (none: no limits); a
+    page over them is refused whole (``label_limit``), before anything of it is
+    normalised, admitted or stored (the parser caches no series over them).
     ``reader``: the caches pages are read through, owned by the caller (none: fresh
     ones, learnt nothing from earlier pages). ``admission``: the stream caps new streams
     must fit under (none: every stream).
@@ -71,13 +76,15 @@ def process(
         return failed(result.error_kind or ErrorKind.OTHER, result.error or "no body")
     if not reader.looks_like_prometheus(result.text):
         return failed(ErrorKind.NOT_PROMETHEUS, "the page is not Prometheus text format")
-    parsed = reader.parse(result.text)
+    parsed = reader.parse(result.text, limits=limits)
     if max_series is not None and len(parsed.samples) > max_series:
         return failed(
             ErrorKind.TOO_MANY_SERIES,
             f"{len(parsed.samples)} vllm: series exceed the cap of {max_series}",
             parsed.errors,
         )
+    if parsed.over_limit is not None:
+        return failed(ErrorKind.LABEL_LIMIT, parsed.over_limit, parsed.errors)
     if parsed.cut_last_line:
         # A live page that ends mid-line was cut in transit: series it lost would come
         # back next time as phantom increases. Keep the last good snapshot instead.

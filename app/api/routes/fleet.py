@@ -20,7 +20,16 @@ from app.api.deps import (
     WindowConfigDep,
 )
 from app.api.disconnect import run_while_connected
-from app.api.params import HistoryKeptDep, PageDep, Seconds, Step, UnixTime, json_answer
+from app.api.params import (
+    MAX_ANSWER_BYTES,
+    TOTAL_HEADER,
+    HistoryKeptDep,
+    PageDep,
+    Seconds,
+    Step,
+    UnixTime,
+    json_answer,
+)
 from app.api.schemas import (
     Answer,
     EvidencePublic,
@@ -35,7 +44,7 @@ from app.fleet.specs import imbalance_thresholds
 from app.fleet.tracker import matches
 from app.fleet.view import fleet_view
 from app.read.fleet import find_fleet, fleet_views, fleets
-from app.read.windows import QueryError
+from app.read.windows import QueryError, least_window_bytes
 from app.store.sqlite import Store
 
 router = APIRouter(tags=["fleets"])
@@ -240,6 +249,15 @@ def _slos(
     ]
 
 
+def _too_big(size: str) -> HTTPException:
+    return HTTPException(
+        422,
+        f"the answer would be {size}, over the {MAX_ANSWER_BYTES / 1e6:.0f} MB limit: "
+        "ask for fewer fleets (limit)",
+    )
+
+
+# Encoded as it is computed, to stop at the size cap (as ``/fleets/{name}/windows``).
 @router.get("/fleets", response_model=list[FleetPublic])
 def list_fleets(
     store: StoreDep,
@@ -250,15 +268,22 @@ def list_fleets(
     defaults: WindowConfigDep,
     page: PageDep,
     response: Response,
-) -> list[dict[str, Any]]:
+) -> Response:
     """Every fleet (model, and ``fleet.group_by`` labels) with its replicas and its latest
     window: summed percentiles, imbalance, diagnosis and SLO attainment; one page of
     them by name (``limit``, ``offset``; ``X-Total-Count``: all), and only its fleets
-    computed."""
+    computed. An answer over 10 MB is a 422: before any fleet is computed when their
+    names alone make it so (each fleet's window holds its ``model_name``), else as soon
+    as the fleets computed reach it."""
     end = time.time()
-    out = []
     groups = sorted(_groups(store, labels_of, fleet.group_by).items(), key=lambda kv: kv[0].name)
-    for key, members in page.take(groups, response):
+    chosen = page.take(groups, response)
+    least = sum(least_window_bytes("", key.model_name) for key, _ in chosen)
+    if least > MAX_ANSWER_BYTES:
+        raise _too_big(f"at least {least / 1e6:.1f} MB")
+    parts: list[bytes] = []
+    size = 2
+    for key, members in chosen:
         view = fleet_view(
             store,
             key,
@@ -271,14 +296,22 @@ def list_fleets(
             roles=roles_from_labels(labels_of),
             probes=probe_targets(store.streams(), labels_of, key),
         )
-        out.append(
-            {
-                **key.to_dict(),
-                "members": members,
-                "latest": view.to_dict(_slos(specs, labels_of, key, members)),
-            }
-        )
-    return out
+        item = {
+            **key.to_dict(),
+            "members": members,
+            "latest": view.to_dict(_slos(specs, labels_of, key, members)),
+        }
+        parts.append(_encode(item))
+        size += len(parts[-1]) + 1
+        if size > MAX_ANSWER_BYTES:
+            raise _too_big(f"over {size / 1e6:.1f} MB by its fleet {len(parts)}")
+    answer = Response(b"[" + b",".join(parts) + b"]", media_type="application/json")
+    answer.headers[TOTAL_HEADER] = response.headers[TOTAL_HEADER]
+    return answer
+
+
+def _encode(item: Any) -> bytes:
+    return json.dumps(item, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
 # The answer is encoded as it is computed, never validated again: the model documents it
@@ -308,7 +341,8 @@ async def fleet_windows(
     """One object per window, oldest first: the fleet's fields (as ``/windows``), its
     diagnosis, imbalance, SLO attainment and goodput, and every replica's window with its
     own diagnosis. At most ``app.read.windows.MAX_WINDOWS`` replica windows (windows ×
-    replicas) per request (422 beyond, before any work); a client that disconnects stops
+    replicas) per request, and an answer that cannot be under 10 MB (a long
+    ``model_name``): 422 beyond either, before any work; a client that disconnects stops
     the work between replicas and windows."""
     end_ts = time.time() if end is None else end
     start_ts = end_ts - 3600.0 if start is None else start
@@ -330,6 +364,7 @@ async def fleet_windows(
             thresholds=imbalance_thresholds(fleet.imbalance),
             diagnose_replicas=True,
             max_length=kept,
+            max_bytes=MAX_ANSWER_BYTES,
             cancel=cancel,
             roles=roles_from_labels(labels_of),
         )

@@ -10,7 +10,7 @@ from fastapi import APIRouter, HTTPException, Query, Request, Response
 
 from app.api.deps import StoreDep, TargetsDep, WindowCacheDep, WindowConfigDep
 from app.api.disconnect import run_while_connected
-from app.api.params import HistoryKeptDep, Seconds, Step, UnixTime, json_answer
+from app.api.params import MAX_ANSWER_BYTES, HistoryKeptDep, Seconds, Step, UnixTime, json_answer
 from app.api.schemas import WindowPublic
 from app.read.windows import QueryError, windows_body
 
@@ -42,8 +42,9 @@ async def get_windows(
 ) -> Response:
     """Return one object per window and stream, oldest first.
 
-    At most ``app.read.windows.MAX_WINDOWS`` windows over all streams per request, and a
-    window no longer than the history kept (422 beyond either, before any work). Windows
+    At most ``app.read.windows.MAX_WINDOWS`` windows over all streams per request, a
+    window no longer than the history kept, and an answer that cannot be under 10 MB
+    (long ``model_name``s: 422 beyond any, before any work). Windows
     that can no longer change are kept encoded (:class:`app.read.windows.WindowCache`), so
     asking for the same day again computes only the newest windows. A client that
     disconnects stops the work between streams.
@@ -67,6 +68,7 @@ async def get_windows(
             step=step_s,
             now=time.time(),
             max_length=kept,
+            max_bytes=MAX_ANSWER_BYTES,
             cancel=cancel,
         )
 
