@@ -192,6 +192,9 @@ class ErrorKind(StrEnum):
     TOO_MANY_SERIES = "too_many_series"
     CONNECT = "connect"
     TRUNCATED = "truncated"
+    # The page's last line is bad (cut mid-line): the complete lines are used and what the
+    # cut could make wrong is left out (``app.scrape.cutline``); a partial kind.
+    CUT_LAST_LINE = "cut_last_line"
     OTHER = "other"
     TOO_MANY_STREAMS = "too_many_streams"
     INVALID_VALUES = "invalid_values"
@@ -204,7 +207,12 @@ class ErrorKind(StrEnum):
 # Kinds of a scrape that was used with something left out: the target is up (its scrape
 # record is ok and names the first of them), everything else on the page flows.
 PARTIAL_KINDS: frozenset[ErrorKind] = frozenset(
-    {ErrorKind.TOO_MANY_STREAMS, ErrorKind.INVALID_VALUES, ErrorKind.DUPLICATE_SERIES}
+    {
+        ErrorKind.TOO_MANY_STREAMS,
+        ErrorKind.INVALID_VALUES,
+        ErrorKind.DUPLICATE_SERIES,
+        ErrorKind.CUT_LAST_LINE,
+    }
 )
 
 

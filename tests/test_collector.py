@@ -103,18 +103,24 @@ def test_counter_reset_marks_interval_and_uses_current_value(tmp_path: Path) -> 
     assert last.counters["prompt_tokens"] == 1000.0  # the restarted server's whole count
 
 
-def test_truncated_page_keeps_last_good_snapshot(tmp_path: Path) -> None:
-    cut = page(2)[:-20]
+def test_a_page_cut_mid_line_is_used_and_its_cut_counter_keeps_its_baseline(
+    tmp_path: Path,
+) -> None:
+    cut = page(2)[:-20]  # ends inside the generation_tokens line
     col = make(tmp_path, Pages({"a": [page(1), cut, page(3)]}))
     rounds(col, [100.0, 105.0])
-    assert col.states["a"].last_record is not None
-    assert col.states["a"].last_record.error_kind == "truncated"
+    record = col.states["a"].last_record
+    assert record is not None and record.ok
+    assert (record.error_kind, record.parse_errors) == ("cut_last_line", 1)
     rounds_again = make(tmp_path, Pages({"a": [page(3)]}), db="pw.db")
     rounds(rounds_again, [110.0])
-    stored = rounds_again.store.intervals("a", "llama", 0, 200)
-    # the gap is covered by one interval from the last good page (t=100) to t=110
-    assert [(d.start, d.end) for d in stored] == [(100.0, 110.0)]
-    assert stored[0].counters["prompt_tokens"] == 2000.0
+    first, second = rounds_again.store.intervals("a", "llama", 0, 200)
+    assert [(d.start, d.end) for d in (first, second)] == [(100.0, 105.0), (105.0, 110.0)]
+    assert first.counters["prompt_tokens"] == second.counters["prompt_tokens"] == 1000.0
+    # The cut counter has no delta at 105; the next covers both intervals from t=100.
+    assert "generation_tokens" not in first.counters
+    assert second.counters["generation_tokens"] == 200.0
+    assert not first.reset and not second.reset
 
 
 def test_restart_resumes_deltas_from_stored_snapshot(tmp_path: Path) -> None:

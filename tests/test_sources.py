@@ -7,10 +7,12 @@ import asyncio
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import httpx
 
 from app.config import TargetConfig, load_settings
+from app.model import ErrorKind
 from app.scrape.client import FetchResult
 from app.sources.base import Source, TargetState
 from app.sources.live import ScrapeSource
@@ -18,6 +20,10 @@ from app.sources.process import PageFeed, process
 from app.sources.recording import Recording, read_scrapes
 from app.store.sqlite import Store
 from tests.pages import page
+
+
+# A body that came short of its Content-Length: the client's ``truncated``.
+CUT: dict[str, Any] = {"error_kind": ErrorKind.TRUNCATED, "error": "the body ended early"}
 
 
 def fetched(text: str) -> FetchResult:
@@ -32,9 +38,13 @@ def test_processing_a_page_returns_the_next_state_and_leaves_the_given_one_alone
     again, second = process(after, fetched(page(2)), 105.0)
     assert after.last_ok is first.snapshot  # still the state it was
     assert [(d.start, d.end) for d in second.deltas] == [(100.0, 105.0)]
-    gone, failed = process(again, fetched(page(3)[:-20]), 110.0)  # cut mid-line
-    assert failed.record.error_kind == "truncated" and gone.last_record == failed.record
-    assert gone.last_ok is again.last_ok  # the baseline of the next delta
+    cut, partial = process(again, fetched(page(3)[:-20]), 110.0)  # cut mid-line: used
+    assert partial.record.ok and partial.record.error_kind == "cut_last_line"
+    assert cut.last_record == partial.record and cut.last_ok is partial.snapshot
+    assert again.last_ok is second.snapshot  # still the state it was
+    short, failed = process(again, FetchResult("http://t/metrics", 0.0, 0.01, **CUT), 110.0)
+    assert failed.record.error_kind == "truncated" and short.last_record == failed.record
+    assert short.last_ok is again.last_ok  # the baseline of the next delta
 
 
 def _recording(folder: Path, times: Sequence[float]) -> Path:

@@ -6,16 +6,17 @@ is left as it was. Every source that reads pages goes through it — the live sc
 recording replayed (:class:`PageFeed`), ``phasewatch diagnose`` — so a replay judges
 exactly what the service would have stored.
 
-A page that cannot be used (the fetch failed, not Prometheus text, too many series, a
-series over the label limits, cut in the middle of a line) is a failed scrape: the last
-good snapshot stays the baseline, so the next good page's delta covers the gap. A page
-used with something left out (``PARTIAL_KINDS``: new streams past the caps of
+A page that cannot be used (the fetch failed or the body came short, ``truncated``; not
+Prometheus text, too many series, a series over the label limits) is a failed scrape:
+the last good snapshot stays the baseline, so the next good page's delta covers the gap.
+A page used with something left out (``PARTIAL_KINDS``: new streams past the caps of
 ``app.scrape.admission``, signals with invalid values or conflicting duplicate series,
-``app.scrape.normalize``) is an ok scrape: its record names the first problem
-(``error_kind``, ``error``) and the state's ``problems`` all of them. A counter or
-histogram left out of a scrape keeps its previous value as the baseline, so the next
-delta covers the gap as after a failed scrape; one that has no previous value has no
-baseline, and its next value starts one (it is not counted from zero).
+``app.scrape.normalize``; a bad last line, ``app.scrape.cutline``) is an ok scrape: its
+record names the first problem (``error_kind``, ``error``) and the state's ``problems``
+all of them. A counter or histogram left out of a scrape keeps its previous value as the
+baseline, so the next delta covers the gap as after a failed scrape; one that has no
+previous value has no baseline, and its next value starts one (it is not counted from
+zero) — after a page whose last line was cut, so does any series that page did not show.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from app.config import TargetConfig
 from app.model import ErrorKind, IntervalDelta, Snapshot, StreamSnapshot
 from app.scrape.admission import StreamAdmission
 from app.scrape.client import FetchResult
+from app.scrape.cutline import after_cut, last_line, withhold_cut
 from app.scrape.label_limits import LabelLimits
 from app.scrape.reader import PageReader
 from app.sources.base import Outcome, TargetState
@@ -85,22 +87,26 @@ def process(
         )
     if parsed.over_limit is not None:
         return failed(ErrorKind.LABEL_LIMIT, parsed.over_limit, parsed.errors)
-    if parsed.cut_last_line:
-        # A live page that ends mid-line was cut in transit: series it lost would come
-        # back next time as phantom increases. Keep the last good snapshot instead.
-        return failed(ErrorKind.TRUNCATED, "the page ends in the middle of a line", parsed.errors)
+    prev = state.last_ok
     snap = reader.normalize(parsed, target=name, ts=now)
+    if parsed.cut_last_line:
+        # Its complete lines are used; what the cut could make wrong is withheld.
+        snap = withhold_cut(snap, last_line(result.text), prev)
     if admission is not None:
         snap = admission.admit(snap)
     deltas: list[IntervalDelta] = []
     changed: list[str] = []
-    prev = state.last_ok
     if prev is not None and now > prev.ts:
         for model, cur_stream in snap.streams.items():
             prev_stream = prev.streams.get(model)
             if prev_stream is not None:
                 changed.extend(layout_changed(prev_stream, cur_stream))
-        deltas = [_based(d, prev.streams.get(d.model_name)) for d in snapshot_deltas(prev, snap)]
+        cut_before = after_cut(prev)
+        deltas = [
+            based
+            for d in snapshot_deltas(prev, snap)
+            if (based := _based(d, prev.streams.get(d.model_name), cut_before)) is not None
+        ]
     snap = _carried(snap, prev)
     kind: str | None
     error: str | None
@@ -154,12 +160,22 @@ def _carried(snap: Snapshot, prev: Snapshot | None) -> Snapshot:
     return replace(snap, streams=streams)
 
 
-def _based(delta: IntervalDelta, before: StreamSnapshot | None) -> IntervalDelta:
+def _based(
+    delta: IntervalDelta, before: StreamSnapshot | None, cut_before: bool = False
+) -> IntervalDelta | None:
     """``delta`` without the counters and histograms that had no baseline: withheld from
-    the previous scrape with no value to carry (their value now is not an increase)."""
-    if before is None or not before.withheld:
+    the previous scrape with no value to carry, or — after a page whose last line was cut
+    (``cut_before``) — absent from it (their value now is not an increase: their lines may
+    have come after the cut). None: a stream that page did not show at all."""
+    if cut_before:
+        if before is None:
+            return None
+        shown = before.histograms.keys() | before.counters.keys()
+        unbased = (delta.histograms.keys() | delta.counters.keys()) - shown
+    elif before is None or not before.withheld:
         return delta
-    unbased = set(before.withheld) - before.histograms.keys() - before.counters.keys()
+    else:
+        unbased = set(before.withheld) - before.histograms.keys() - before.counters.keys()
     if not unbased & (delta.histograms.keys() | delta.counters.keys()):
         return delta
     return replace(

@@ -31,7 +31,8 @@ class TargetPublic(BaseModel):
     metrics_disabled: bool
     models: list[str]
     # Kinds of what the last scrape left out while the target stayed up (the first is
-    # ``last_error_kind``): too_many_streams, invalid_values, duplicate_series.
+    # ``last_error_kind``): too_many_streams, invalid_values, duplicate_series,
+    # cut_last_line.
     problems: list[str] = []
     # No longer scraped (removed from the list): its history is kept for the retention.
     gone: bool = False
