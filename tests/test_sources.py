@@ -21,7 +21,6 @@ from app.sources.recording import Recording, read_scrapes
 from app.store.sqlite import Store
 from tests.pages import page
 
-
 # A body that came short of its Content-Length: the client's ``truncated``.
 CUT: dict[str, Any] = {"error_kind": ErrorKind.TRUNCATED, "error": "the body ended early"}
 
