@@ -170,6 +170,8 @@ async def apply(service: Service, new: Settings) -> list[str]:
     # no longer loads raises before anything is changed.
     rules = list(service.alerting.engine.rules)
     service.alerting.reconfigure(new.alerts, service.scheduler)
+    if new.alerts.evaluation_interval != old.alerts.evaluation_interval:
+        service.evaluation.reschedule(service.scheduler, new.alerts.evaluation_interval)
     if service.alerting.engine.rules != rules:
         changed.append("rules")
     if not changed:

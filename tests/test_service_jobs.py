@@ -104,3 +104,45 @@ def test_a_roll_up_asked_to_stop_ends_after_its_chunk(tmp_path: Path) -> None:
     assert rest > 0  # the rest was left for the next run
     assert store.roll_up(2e9) == 0
     store.close()
+
+
+@pytest.mark.parametrize("alerts", [False, True])
+def test_diagnoses_are_stored_whether_alerts_are_enabled_or_not(
+    tmp_path: Path, alerts: bool
+) -> None:
+    """The evaluation round is the service's own job: with ``alerts.enabled: false`` the
+    diagnosis rows are written as with alerts on (alerting only receives the rounds)."""
+    import httpx
+
+    from app.main import create_app
+    from tests.test_e2e import PageServer, ServiceThread
+    from tests.waiting import wait_for
+
+    vllm = PageServer()
+    settings = load_settings(
+        None,
+        {
+            "targets": [{"name": "t", "url": vllm.url + "/metrics"}],
+            "scrape": {"interval": 0.25, "timeout": 5.0},
+            "storage": {"path": str(tmp_path / "pw.db")},
+            "alerts": {"enabled": alerts, "evaluation_interval": 0.25},
+        },
+    )
+    svc = ServiceThread(create_app(settings))
+    try:
+
+        def diagnoses() -> list[dict[str, object]]:
+            rows: list[dict[str, object]] = httpx.get(
+                svc.url + "/api/v1/diagnoses", params={"target": "t"}, timeout=10
+            ).json()
+            return rows
+
+        rows = wait_for(diagnoses, 60, "a diagnosis row stored")
+        assert rows[0]["model_name"]
+        health = httpx.get(svc.url + "/healthz", timeout=10).json()
+        assert health["evaluations"] >= 1
+        alert_rules = httpx.get(svc.url + "/api/v1/alerts/rules", timeout=10).json()
+        assert (alert_rules["lastEvaluation"] is not None) is alerts
+    finally:
+        svc.close()
+        vllm.close()

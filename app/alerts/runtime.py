@@ -1,11 +1,11 @@
-"""Alerting inside the service: the evaluation job, the outbox sender job, their metrics.
+"""Alerting inside the service: the alert engine fed by each evaluation round, the outbox
+sender job, their metrics.
 
-Built by :class:`app.service.Service`; :meth:`Alerting.schedule` adds two APScheduler
-jobs — ``alerts`` (every ``alerts.evaluation_interval``, first run shortly after the
-first scrape) and ``outbox`` (every ``alerts.send_interval``, first run at once, which is
-what delivers notifications left undelivered by a crash or a kill). An ``alerts`` round
-is the ``evaluate`` it is given (the service's: the evaluation round's instances judged
-by :class:`~app.alerts.engine.AlertEngine`), run off the event loop.
+Built by :class:`app.service.Service`, whose own evaluation round
+(:mod:`app.service.evaluation`, alerts on or off) hands each round's instances to
+:meth:`Alerting.judge` when alerts are enabled. :meth:`Alerting.schedule` adds the
+``outbox`` job (every ``alerts.send_interval``, first run at once, which is what
+delivers notifications left undelivered by a crash or a kill).
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
-import time
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from app.alerts.engine import AlertEngine, configured_rules
+from app.alerts.fields import Instance
 from app.alerts.outbox import Outbox, ReceiverHealth, Sender
 from app.alerts.receivers import Notifier
 from app.alerts.state import AlertState, Evaluation
@@ -33,8 +33,6 @@ log = logging.getLogger(__name__)
 
 __all__ = ["OUTBOX_JOB_ID", "Alerting"]
 
-# The first evaluation waits this long after start-up so the first scrape is stored.
-FIRST_EVALUATION_DELAY_S = 2.0
 # The scheduler's id of the job that sends the outbox (every ``alerts.send_interval``).
 OUTBOX_JOB_ID = "outbox"
 
@@ -49,16 +47,12 @@ class Alerting:
         registry: CollectorRegistry | None = None,
         *,
         ui_base_url: str,
-        evaluate: Callable[[float], Evaluation],
     ) -> None:
         """``ui_base_url``: where the UI is reached, for the links in notifications."""
         cfg = self.config = config
         self.engine = AlertEngine(cfg, store, ui_base_url=ui_base_url)
-        # One alert round at a time (blocking: store reads and one transaction).
-        self.evaluate = evaluate
         self.outbox = Outbox(store)
-        # Rounds finished (saved or not): liveness of the two jobs, shown by /healthz.
-        self.evaluations = 0
+        # Send rounds finished (sent or not): the outbox job's liveness, shown by /healthz.
         self.send_rounds = 0
         self.client = httpx.AsyncClient(headers={"User-Agent": "phasewatch"})
         self._alerts_gauge: Gauge | None = None
@@ -105,47 +99,34 @@ class Alerting:
         if scheduler is None or not scheduler.running:
             return
         if old.enabled and not config.enabled:
-            for job in ("alerts", "outbox"):
-                scheduler.remove_job(job)
+            scheduler.remove_job(OUTBOX_JOB_ID)
         elif config.enabled and not old.enabled:
             self.schedule(scheduler)
-        elif config.enabled:
-            if config.evaluation_interval != old.evaluation_interval:
-                scheduler.reschedule_job(
-                    "alerts", trigger="interval", seconds=config.evaluation_interval
-                )
-            if config.send_interval != old.send_interval:
-                scheduler.reschedule_job("outbox", trigger="interval", seconds=config.send_interval)
+        elif config.enabled and config.send_interval != old.send_interval:
+            scheduler.reschedule_job(
+                OUTBOX_JOB_ID, trigger="interval", seconds=config.send_interval
+            )
 
     def _count(self, receiver: Notifier, outcome: str) -> None:
         if self._sent is not None:
             self._sent.labels(receiver.kind, outcome).inc()
 
-    async def evaluate_job(self) -> None:
-        """One evaluation round, off the event loop."""
-        try:
-            await self._evaluate()
-        finally:
-            self.evaluations += 1
-
-    async def _evaluate(self) -> None:
-        try:
-            await asyncio.to_thread(self.evaluate, time.time())
-        except asyncio.CancelledError:
-            # Stopping: the round saves in one transaction, so it either saved or not.
-            log.info("alert evaluation interrupted by shutdown")
-            return
-        except sqlite3.Error as exc:
-            # Nothing was saved and the state did not move on: the next round redoes it.
-            log.warning("alert evaluation not saved (store %s: %s)", error_kind(exc), exc)
-            return
-        except Exception:
-            log.exception("alert evaluation failed")
-            return
+    def judge(
+        self,
+        instances: Sequence[Instance],
+        now: float,
+        *,
+        gone: Callable[[str], bool] | None = None,
+        held_scopes: tuple[str, ...] = (),
+    ) -> Evaluation:
+        """Judge one evaluation round's instances (blocking: the engine's transaction is
+        the round's to commit) and export the alerts by state."""
+        evaluation = self.engine.evaluate_once(instances, now, gone=gone, held_scopes=held_scopes)
         if self._alerts_gauge is not None:
             for state in AlertState:
                 n = sum(1 for a in self.engine.alerts.values() if a.state == state)
                 self._alerts_gauge.labels(str(state)).set(n)
+        return evaluation
 
     async def send_job(self) -> None:
         """Deliver what is due in the outbox."""
@@ -170,21 +151,11 @@ class Alerting:
             log.exception("outbox send failed")
 
     def schedule(self, scheduler: Any) -> None:
-        """Add the two jobs to an APScheduler scheduler (not yet started or running)."""
+        """Add the outbox job to an APScheduler scheduler (alerts enabled)."""
         cfg = self.config
         if not cfg.enabled:
             return
         now = datetime.now(UTC)
-        scheduler.add_job(
-            self.evaluate_job,
-            "interval",
-            seconds=cfg.evaluation_interval,
-            id="alerts",
-            next_run_time=now + timedelta(seconds=FIRST_EVALUATION_DELAY_S),
-            max_instances=1,
-            coalesce=True,
-            misfire_grace_time=max(1, int(cfg.evaluation_interval)),
-        )
         scheduler.add_job(
             self.send_job,
             "interval",

@@ -51,6 +51,7 @@ from app.selfmetrics import (
     update_stream_metrics,
 )
 from app.service.clock import RoundClock
+from app.service.evaluation import EvaluationJob
 from app.service.readings import stream_reading
 from app.sources.base import Source
 from app.sources.combined import CombinedSource
@@ -133,12 +134,10 @@ class Service:
             gone=self.target_gone,
         )
         self.alerting = Alerting(
-            settings.alerts,
-            self.store,
-            self.metrics.registry,
-            ui_base_url=ui_base_url,
-            evaluate=self.evaluate_alerts,
+            settings.alerts, self.store, self.metrics.registry, ui_base_url=ui_base_url
         )
+        # The evaluation round is the service's own job: diagnoses stored, alerts or not.
+        self.evaluation = EvaluationJob(self.evaluate_round)
         self.stream_metrics: StreamMetrics = build_stream_metrics(self.metrics.registry)
         self.slo_metrics = build_slo_metrics(self.metrics.registry)
         self.latest_slos: list[SloStatus] = []
@@ -262,17 +261,26 @@ class Service:
         counts["slo_count_streams"] = self.evaluator.tracker.streams_held
         set_held(self.metrics, counts)
 
-    def evaluate_alerts(self, now: float) -> Evaluation:
-        """One alert round at ``now`` (blocking): the evaluation round's instances judged
-        by the rules and saved with the notifications they plan, then its diagnoses."""
+    def evaluate_round(self, now: float, *, alerts: bool | None = None) -> Evaluation | None:
+        """One evaluation round at ``now`` (blocking): every stream windowed and
+        diagnosed; with alerts (default: ``alerts.enabled``) its instances judged by the
+        rules and saved with the notifications they plan; then its diagnoses stored."""
         done = self.evaluator.run(now)
-        evaluation = self.alerting.engine.evaluate_once(
-            done.instances,
-            now,
-            gone=self.target_gone,
-            held_scopes=("slo",) if done.slos_pending else (),
-        )
+        evaluation = None
+        if self.settings.alerts.enabled if alerts is None else alerts:
+            evaluation = self.alerting.judge(
+                done.instances,
+                now,
+                gone=self.target_gone,
+                held_scopes=("slo",) if done.slos_pending else (),
+            )
         self.evaluator.save(done)
+        return evaluation
+
+    def evaluate_alerts(self, now: float) -> Evaluation:
+        """:meth:`evaluate_round` with the rules judged, alerts enabled or not."""
+        evaluation = self.evaluate_round(now, alerts=True)
+        assert evaluation is not None
         return evaluation
 
     def _alert_round_fresh(self, now: float) -> bool:
@@ -412,6 +420,7 @@ class Service:
             self.scheduler.add_job(
                 job, "interval", seconds=seconds, id=job_id, max_instances=1, coalesce=True
             )
+        self.evaluation.schedule(self.scheduler, self.settings.alerts.evaluation_interval)
         self.alerting.schedule(self.scheduler)
         # Their next tick does the work of a skipped one: no warning when they overlap.
         quiet_job_overlaps([job_id for _, _, job_id in background] + [OUTBOX_JOB_ID])

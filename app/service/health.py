@@ -26,7 +26,7 @@ def liveness(svc: Service, now: float) -> dict[str, Any]:
         "status": "ok" if svc.scheduler.running else "starting",
         "targets": len(svc.source.targets()),
         "rounds": svc.source.rounds,
-        "evaluations": svc.alerting.evaluations,
+        "evaluations": svc.evaluation.evaluations,
         "send_rounds": svc.alerting.send_rounds,
         "schema_version": svc.store.schema_version,
         "components": components(svc, now)["status"],
