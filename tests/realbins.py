@@ -11,13 +11,14 @@ import os
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.waiting import wait_for
 
 
 def require_binary(name: str) -> str:
@@ -40,16 +41,12 @@ def free_port() -> int:
 
 def wait_http(url: str, timeout: float = 20.0) -> None:
     """Wait until ``url`` answers 2xx, or fail."""
-    deadline = time.time() + timeout
-    last: object = None
-    while time.time() < deadline:
-        try:
-            if httpx.get(url, timeout=1.0).is_success:
-                return
-        except httpx.HTTPError as exc:
-            last = exc
-        time.sleep(0.1)
-    raise AssertionError(f"{url} did not come up: {last}")
+    wait_for(
+        lambda: httpx.get(url, timeout=1.0).is_success,
+        timeout,
+        f"{url} coming up",
+        retry_on=(httpx.HTTPError,),
+    )
 
 
 @contextmanager

@@ -17,6 +17,7 @@ from app.config import load_settings
 from app.main import create_app
 from app.service import Service
 from app.store.sqlite import ScrapeRecord
+from tests.waiting import wait_for
 
 RULES = """
 rules:
@@ -221,7 +222,8 @@ def test_stream_rules_and_stored_diagnoses_from_live_scrapes(tmp_path: Path) -> 
             svc = service(c)
             for _ in range(3):
                 c.loop.run_until_complete(svc.scrape_job())
-                time.sleep(0.05)
+                last = time.time()  # the next scrape a later time than this one's
+                wait_for(lambda t=last: time.time() > t + 0.01, what="the clock moving on")
             svc.evaluate_alerts(time.time())
             (alert,) = c.get("/api/v1/alerts").json()
             assert alert["labels"]["model_name"] == "llama"

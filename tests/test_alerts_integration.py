@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from app.service import Service
 from tests.pages import page
 from tests.realbins import free_port, require_binary, running, wait_http
 from tests.test_e2e import wait_rounds
+from tests.waiting import wait_for
 
 RULES = """
 rules:
@@ -77,15 +78,6 @@ class Sink:
     def close(self) -> None:
         self.httpd.shutdown()
         self.httpd.server_close()
-
-
-def wait_for(pred: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"{what} not met within {timeout} s")
 
 
 @pytest.fixture

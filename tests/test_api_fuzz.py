@@ -25,7 +25,8 @@ from schemathesis.checks import not_a_server_error, response_schema_conformance
 from app.config import load_settings
 from app.main import create_app
 from tests.faults import FaultServer
-from tests.test_e2e import ServiceThread, wait_for
+from tests.test_e2e import ServiceThread
+from tests.waiting import wait_for
 
 EXAMPLES = int(os.environ.get("PHASEWATCH_API_FUZZ_EXAMPLES", "12"))
 MAX_ANSWER_BYTES = 10 * 1024 * 1024

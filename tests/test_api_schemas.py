@@ -39,7 +39,8 @@ from app.config import load_settings
 from app.main import create_app
 from app.store.sqlite import Store
 from tests.faults import FaultServer
-from tests.test_e2e import ServiceThread, wait_for
+from tests.test_e2e import ServiceThread
+from tests.waiting import wait_for
 
 TOKEN = "schema-token-0123456789"
 RULES = """

@@ -21,7 +21,7 @@ import pytest
 
 from app.cli import COMMANDS, main
 from tests.fixtures_path import FIXTURES
-from tests.test_e2e import wait_for
+from tests.waiting import wait_for
 
 GEN_033 = FIXTURES / "vllm-generated" / "v0.33.0_V1_1engine_singleproc_GENERATED.prom"
 

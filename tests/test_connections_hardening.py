@@ -22,7 +22,7 @@ from app.logs import RepeatFilter, Throttled
 from app.scrape.client import OUT_OF_DESCRIPTORS, _connect_error
 from tests.faults import FaultServer
 from tests.realbins import free_port, running
-from tests.test_alerts_integration import wait_for
+from tests.waiting import wait_for
 
 HALF_OPEN = 2000
 SERVER_FILES = 1024

@@ -27,7 +27,8 @@ from app.sources.discovery import MergedTargets, discovery_for, unused
 from app.sources.discovery.file_sd import FileDiscovery
 from app.sources.discovery.groups import GroupsError, targets_of
 from app.sources.discovery.http_sd import HttpDiscovery
-from tests.test_e2e import ServiceThread, wait_for
+from tests.test_e2e import ServiceThread
+from tests.waiting import wait_for
 
 ALWAYS = """rules:
   - alert: Scraped

@@ -15,6 +15,7 @@ import uvicorn
 from app.config import load_settings
 from app.main import create_app
 from tests.pages import page
+from tests.waiting import wait_for
 
 
 class PageServer:
@@ -62,11 +63,7 @@ class ServiceThread:
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
-        deadline = time.time() + 60  # a bound for a busy machine, not a timing claim
-        while not self.server.started:
-            if time.time() > deadline:
-                raise RuntimeError("service did not start")
-            time.sleep(0.02)
+        wait_for(lambda: self.server.started, 60, "the service started", every=0.02)
         port = self.server.servers[0].sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
 
@@ -80,15 +77,6 @@ def vllm() -> Iterator[PageServer]:
     srv = PageServer()
     yield srv
     srv.close()
-
-
-def wait_for(pred, timeout: float = 60.0) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    raise AssertionError("condition not met in time")
 
 
 def wait_rounds(base_url: str, n: int = 3, timeout: float = 60.0) -> None:

@@ -5,7 +5,6 @@ delivery resumes by itself when the receiver heals (4xx excepted: final, by desi
 from __future__ import annotations
 
 import asyncio
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +17,9 @@ from app.config import ReceiversConfig, load_settings
 from app.main import create_app
 from app.store.sqlite import Store
 from tests.faults import FaultServer
-from tests.test_e2e import ServiceThread, wait_for, wait_rounds
+from tests.test_e2e import ServiceThread, wait_rounds
 from tests.test_faults_store import assert_ui_serves
+from tests.waiting import wait_for
 
 SEND_TIMEOUT = 0.3
 
@@ -162,8 +162,10 @@ def test_service_shows_receiver_faults_keeps_serving_and_delivers_once_healed(
             body = components()
             assert body["status"] == "degraded" and body["store"]["ok"] is True
             assert body["outbox"]["backlog"] == 2
-            time.sleep(0.3)
-            assert components()["outbox"]["oldest_undelivered_age_s"] >= 0.3
+            wait_for(
+                lambda: components()["outbox"]["oldest_undelivered_age_s"] >= 0.3,
+                what="the oldest undelivered row ageing",
+            )
             assert httpx.get(svc.url + "/healthz", timeout=5).json()["components"] == "degraded"
             assert httpx.get(svc.url + "/api/v1/targets", timeout=5).status_code == 200
             assert_ui_serves(app, svc.url)

@@ -32,8 +32,9 @@ import httpx
 from app.store.sqlite import Store
 from tests.faults import FaultServer
 from tests.realbins import free_port, wait_http
-from tests.test_alerts_integration import RULES, _serve, wait_for
+from tests.test_alerts_integration import RULES, _serve
 from tests.test_e2e import wait_rounds
+from tests.waiting import wait_for
 
 KILLS = 4
 OK_TARGETS = ("ok-0", "ok-1", "ok-2")
@@ -122,9 +123,10 @@ def test_sigkill_at_random_moments_loses_nothing_and_sends_within_at_least_once(
             flapper = threading.Thread(target=flap, daemon=True)
             flapper.start()
             for _ in range(KILLS):
-                pages = srv.route("/ok-0").pages
-                wait_for(lambda p=pages: srv.route("/ok-0").pages > p, what="scraping")
-                time.sleep(rng.uniform(0.2, 3.0))  # before, during or after its evaluations
+                # A random moment: after 1 to 10 more pages (0.3 s rounds), so before,
+                # during or after its evaluations.
+                pages = srv.route("/ok-0").pages + rng.randint(1, 10)
+                wait_for(lambda p=pages: srv.route("/ok-0").pages >= p, what="scraping")
                 proc.send_signal(signal.SIGKILL)
                 proc.wait(10)
                 assert integrity(tmp_path / "pw.db") == [("ok",)]

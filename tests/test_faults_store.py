@@ -30,7 +30,8 @@ from app.sources.live import ScrapeSource
 from app.store.health import StoreErrorKind, error_kind
 from app.store.sqlite import ScrapeRecord, Store
 from tests.faults import FaultServer
-from tests.test_e2e import ServiceThread, wait_for
+from tests.test_e2e import ServiceThread
+from tests.waiting import wait_for
 
 
 def read_only(store: Store, on: bool) -> None:

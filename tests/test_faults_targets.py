@@ -19,8 +19,9 @@ from app.sources.live import ScrapeSource
 from app.store.sqlite import Store
 from app.windows.aggregate import window
 from tests.faults import FaultServer, gzip_bomb
-from tests.test_e2e import ServiceThread, wait_for
+from tests.test_e2e import ServiceThread
 from tests.test_faults_store import assert_ui_serves
+from tests.waiting import wait_for
 
 TIMEOUT = 2.0  # a healthy answer comes well within it on a machine with both cores busy
 

@@ -41,6 +41,7 @@ from app.sources.live import ScrapeSource
 from app.store.sqlite import Store
 from app.windows.quantile import histogram_quantile
 from tests.test_e2e import ServiceThread
+from tests.waiting import wait_for
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 REPLICAS = 3
@@ -290,16 +291,15 @@ def test_the_sim_command_overloads_only_the_replica_it_is_told_to() -> None:
         url = proc.stdout.readline().strip().removeprefix("listening on ")
         assert proc.stdout.readline().startswith("replicas: ")
         assert proc.stdout.readline().strip() == f"replica {BAD} sets workload.rate_multiplier=3"
-        deadline = time.time() + 20.0
-        while True:
+
+        def bad_replica_busier() -> list[float] | None:
             running = [
                 _running(httpx.get(f"{url}/replica/{i}/metrics", timeout=5).text)
                 for i in range(REPLICAS)
             ]
-            if running[BAD] > 2 * max(running[:BAD]) or time.time() > deadline:
-                break
-            time.sleep(0.25)
-        assert running[BAD] > 2 * max(running[:BAD]), running
+            return running if running[BAD] > 2 * max(running[:BAD]) else None
+
+        wait_for(bad_replica_busier, 20.0, "the 3x replica running over twice the others")
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -131,14 +131,14 @@ def test_the_round_queues_the_job_prices_and_the_alert_carries_the_effect(servic
 def test_the_target_page_shows_the_hints_effects(service: Any) -> None:
     """The target page prices the hints when it opens (the twin, seconds) and lists each
     effect; once priced, the diagnosis card shows it under its hint too."""
-    from tests.test_ui_browser import TIMEOUT_MS, Session, chromium
+    from tests.test_ui_browser import TIMEOUT_MS, TWIN_TIMEOUT_MS, Session, chromium
 
     with chromium() as browser:
         session = Session(browser, service.url)
         page = session.page
         page.goto(service.url + "/ui/targets/r0")
         box = page.locator("#target-effects")
-        box.locator("li").first.wait_for(timeout=TIMEOUT_MS * 4)  # the twin runs when asked
+        box.locator("li").first.wait_for(timeout=TWIN_TIMEOUT_MS)  # the twin runs when asked
         assert box.inner_text().startswith("Predicted effects of the hints")
         items = box.locator("li")
         assert items.count() >= 1

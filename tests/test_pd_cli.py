@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from app.cli import main
-from tests.test_e2e import wait_for
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,8 @@ from app.main import create_app
 from app.sim.pd_scenario import load_pd
 from app.sim.pd_server import PDHTTPServer, start_pd_server
 from tests.dash_calls import dash_callback
-from tests.test_e2e import ServiceThread, wait_for
+from tests.test_e2e import ServiceThread
+from tests.waiting import wait_for
 
 
 @pytest.fixture

@@ -19,7 +19,8 @@ from app.main import create_app
 from app.sim.server import SimHTTPServer, start_server
 from app.store.sqlite import Store
 from tests.dash_calls import dash_callback
-from tests.test_e2e import ServiceThread, wait_for
+from tests.test_e2e import ServiceThread
+from tests.waiting import wait_for
 
 TOKEN = "probe-bearer-0123456789"
 

@@ -23,6 +23,7 @@ import pytest
 from app.sim.pd_record import record_pd
 from app.sim.record import record
 from tests.test_prom_support import backfill, prometheus, to_openmetrics
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "dashboards" / "grafana" / "phasewatch-vllm.json"
@@ -139,14 +140,13 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         to_openmetrics(replica, om, labels={"instance": f"{replica.name}:8000", "job": "vllm"})
         backfill(om, tmp / "data")
     with prometheus(tmp, data=tmp / "data", rule_files=[str(RULES)]) as url:
-        deadline = time.time() + 30
-        while True:  # every rule evaluated at least once
+
+        def all_evaluated() -> bool:
             groups = httpx.get(f"{url}/api/v1/rules").json()["data"]["groups"]
             rules = [r for g in groups for r in g["rules"]]
-            if rules and all(r.get("health") != "unknown" for r in rules):
-                break
-            assert time.time() < deadline, "rules were not evaluated"
-            time.sleep(0.2)
+            return bool(rules) and all(r.get("health") != "unknown" for r in rules)
+
+        wait_for(all_evaluated, 30, "every rule evaluated at least once", every=0.2)
         yield url
 
 
@@ -179,23 +179,20 @@ def test_rules_evaluate_without_errors_on_old_and_new_names(live: str) -> None:
     estimate = _query(live, "phasewatch:vllm_pd_client_ttft_seconds:estimate1m")
     assert [s["metric"]["model_name"] for s in estimate] == [PD_MODEL]
     # Rule groups run independently: the alert group sees the classes a tick later.
-    deadline = time.time() + 15
-    while True:
+
+    def kv_alerts() -> list[dict[str, Any]]:
         alerts = _query(live, 'ALERTS{alertstate=~"pending|firing"}')
-        names = {s["metric"]["alertname"] for s in alerts}
-        if "VllmKVCachePressure" in names or time.time() > deadline:
-            break
-        time.sleep(0.2)
-    assert "VllmKVCachePressure" in names  # the kv_pressure scenario, on both pages
-    kv = [s for s in alerts if s["metric"]["alertname"] == "VllmKVCachePressure"]
+        return [s for s in alerts if s["metric"]["alertname"] == "VllmKVCachePressure"]
+
+    kv = wait_for(kv_alerts, 15, "VllmKVCachePressure pending or firing", every=0.2)
     assert {s["metric"]["instance"] for s in kv} == {"sim-010:8000", "sim-om:8000"}
     # The P/D fleet: its decode instances wait on slow, failing transfers.
-    deadline = time.time() + 15
-    while True:
-        alerts = _query(live, 'ALERTS{alertname="VllmKVTransferBound"}')
-        if alerts or time.time() > deadline:
-            break
-        time.sleep(0.2)
+    alerts = wait_for(
+        lambda: _query(live, 'ALERTS{alertname="VllmKVTransferBound"}'),
+        15,
+        "VllmKVTransferBound pending or firing",
+        every=0.2,
+    )
     assert {s["metric"]["instance"] for s in alerts} <= PD_INSTANCES
     assert {s["metric"]["instance"] for s in alerts} & {"decode-0:8000", "decode-1:8000"}
 

@@ -38,6 +38,7 @@ from app.sources.process import PageFeed
 from app.sources.prometheus import History, PrometheusSource
 from app.windows.aggregate import window, windows
 from tests.test_prom_support import Lockstep, prometheus
+from tests.waiting import wait_for
 
 PAGES = 36
 DT = 0.5  # sim seconds per page = Prometheus' scrape interval, so rates are real
@@ -111,14 +112,13 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
 def wait_committed(url: str, host: str, timeout: float = 30.0) -> None:
     """Wait until Prometheus answers queries with every page's samples."""
     query = f'count_over_time(vllm:num_requests_running{{instance="{host}"}}[10m])'
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def committed() -> bool:
         got = httpx.get(url + "/api/v1/query", params={"query": query}, timeout=10).json()
         counts = [float(r["value"][1]) for r in got["data"]["result"]]
-        if counts and min(counts) >= PAGES:
-            return
-        assert time.monotonic() < deadline, f"Prometheus committed {counts} of {PAGES} pages"
-        time.sleep(0.1)
+        return bool(counts) and min(counts) >= PAGES
+
+    wait_for(committed, timeout, f"Prometheus committing all {PAGES} pages", every=0.1)
 
 
 def _rel(a: float, b: float) -> float:

@@ -34,7 +34,7 @@ from app.redact import redact_url
 from app.scrape.client import fetch
 from app.service import Service
 from tests.realbins import free_port, wait_http
-from tests.test_alerts_integration import wait_for
+from tests.waiting import wait_for
 
 PASSWORD = "s3cret-pass"
 RULES = """

@@ -27,7 +27,8 @@ from app.config import load_settings
 from app.main import create_app
 from app.reload import restart_needed
 from app.sim.server import start_server
-from tests.test_e2e import ServiceThread, wait_for
+from tests.test_e2e import ServiceThread
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "reload-token-0123456789"

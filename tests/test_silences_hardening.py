@@ -26,7 +26,7 @@ from app.regex import compile_anchored
 from app.store.sqlite import ScrapeRecord, Store
 from tests.realbins import free_port, running
 from tests.test_alerts_api import AUTH, RULES, TOKEN, ApiClient, make_client, service
-from tests.test_alerts_integration import wait_for
+from tests.waiting import wait_for
 
 HOSTILE = r"(.*.*)*\d"  # exponential in a backtracking engine against text with no digit
 LONG_TARGET = "t" * 120  # a legal target name, far past where backtracking ever ends

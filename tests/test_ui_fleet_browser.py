@@ -28,7 +28,7 @@ from app.store.sqlite import Store
 from app.ui import palette
 from app.ui.source import replay_into
 from tests.test_e2e import ServiceThread
-from tests.test_ui_browser import MODEL, TIMEOUT_MS, Session, browser  # noqa: F401
+from tests.test_ui_browser import MODEL, TIMEOUT_MS, TWIN_TIMEOUT_MS, Session, browser  # noqa: F401
 
 LABEL = "<img src=x onerror=alert(1)>"
 FLEET = f"{MODEL}{{cluster={LABEL}}}"
@@ -134,7 +134,7 @@ def test_overview_links_the_fleet_and_the_fleet_page_shows_the_imbalance(
     link.click()
     page.wait_for_url("**/ui/fleets/**", timeout=TIMEOUT_MS)
     headroom = page.locator("#fleet-headroom")
-    headroom.locator("strong").wait_for(timeout=TIMEOUT_MS * 4)  # the twin runs when asked
+    headroom.locator("strong").wait_for(timeout=TWIN_TIMEOUT_MS)  # the twin runs when asked
     assert "its tightest replica" in headroom.inner_text()
     panel = page.locator(f".imbalance-panel[data-flagged='{BAD}']")
     panel.wait_for(timeout=TIMEOUT_MS)
@@ -230,7 +230,7 @@ def test_the_slo_alert_opens_its_fleet_page_at_its_time(
     link.click()
     page.wait_for_url("**/ui/fleets/**", timeout=TIMEOUT_MS)
     headroom = page.locator("#fleet-headroom")
-    headroom.locator("strong").wait_for(timeout=TIMEOUT_MS * 4)  # the twin runs when asked
+    headroom.locator("strong").wait_for(timeout=TWIN_TIMEOUT_MS)  # the twin runs when asked
     assert "its tightest replica" in headroom.inner_text()
     page.wait_for_selector(".imbalance-panel", timeout=TIMEOUT_MS)
     assert "Not found" not in page.inner_text("main")
