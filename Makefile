@@ -40,12 +40,12 @@ sysdeps:
 	  fi; \
 	fi
 
-# The suite in TEST_WORKERS processes (pytest-xdist). Most tests wait on real scrape
-# rounds, servers and browsers, not on the CPU, so more workers than this machine's two
-# cores: 4 measured 470 s against 825 s in one process (BENCHMARKS.md, "The test suite").
+# The suite in TEST_WORKERS processes (pytest-xdist). Many tests wait on real scrape
+# rounds, servers and browsers, so one more worker than this machine's two cores: 3 ran
+# in 357 s, 2 in 382 s, 4 in 386 s, one process in 825 s (BENCHMARKS.md, "The test suite").
 # --dist loadfile keeps a file on one worker, so a module's Prometheus, Alertmanager,
 # Chromium or seeded store is started once. The 20 slowest tests are named at the end.
-TEST_WORKERS ?= 4
+TEST_WORKERS ?= 3
 TEST_DIST ?= loadfile
 test: $(STAMP) sysdeps lint
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist $(TEST_DIST) --durations=20

@@ -12,6 +12,7 @@ import pytest
 
 from app.config import Settings, load_settings
 from app.logs import SCHEDULER_LOGGERS, QuietJobOverlaps
+from app.model import ErrorKind
 from app.service import Service
 
 PAGES = Path(__file__).parent / "fixtures" / "vllm-generated"
@@ -146,3 +147,44 @@ def test_diagnoses_are_stored_whether_alerts_are_enabled_or_not(
     finally:
         svc.close()
         vllm.close()
+
+
+def _missed(service: Service) -> float:
+    return float(
+        service.metrics.registry.get_sample_value("phasewatch_scrape_rounds_missed_total") or 0.0
+    )
+
+
+def test_a_round_that_raises_or_lacks_descriptors_is_counted_missed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A round that stored nothing — it raised, or its fetches found no file descriptor
+    in phasewatch — counts in ``phasewatch_scrape_rounds_missed_total``, with one warning
+    for a run of them."""
+    from app.scrape.client import OUT_OF_DESCRIPTORS, FetchResult
+    from app.sources.process import failed_outcome
+
+    service = Service(_settings(tmp_path))
+
+    async def raises(now: float) -> list[object]:
+        raise OSError(24, "Too many open files")
+
+    async def starved(now: float) -> list[object]:
+        result = FetchResult(url="http://t/metrics", started=now, duration=0.0)
+        return [failed_outcome("t", result, now, ErrorKind.CONNECT, OUT_OF_DESCRIPTORS)]
+
+    async def run() -> list[float]:
+        seen = [_missed(service)]
+        try:
+            for read in (raises, raises, starved):
+                service.source.read_round = read  # type: ignore[method-assign, assignment]
+                await service.scrape_job()
+                seen.append(_missed(service))
+        finally:
+            await service.stop()
+        return seen
+
+    with caplog.at_level(logging.WARNING, "app.service.core"):
+        assert asyncio.run(run()) == [0.0, 1.0, 2.0, 3.0]
+    warned = [r.getMessage() for r in caplog.records if "missed" in r.getMessage()]
+    assert len(warned) == 1 and "OSError" in warned[0], warned

@@ -215,7 +215,9 @@ def test_a_stopped_background_refresh_ends_before_its_source_closes() -> None:
         source, [SPEC], DEFAULT_CONFIG, ui_base_url="http://ui", refresh_s=60.0, background=True
     )
     source.gate.set()
-    inputs.instances(900.0, source.streams(), {})  # the first one, in this thread
+    inputs.instances(900.0, source.streams(), {})  # the first count, in its thread too
+    assert inputs.wait(30)  # done before the gate closes (a busy machine may be slower)
+    assert inputs._last is not None and inputs._last[0] == 900.0
     source.gate.clear()
     inputs.instances(960.0, source.streams(), {})  # a refresh starts in its thread
     assert source.arrived.wait(30)  # it is reading

@@ -206,8 +206,13 @@ def new_silence(
 def silence_bytes(silence: Silence) -> int:
     """The bytes a silence takes in the store: its matchers as stored (JSON), its
     ``createdBy`` and comment (UTF-8)."""
-    matchers = json.dumps([_stored(m) for m in silence.matchers])
+    matchers = _matchers_json(silence)
     return len(matchers.encode()) + len(silence.created_by.encode()) + len(silence.comment.encode())
+
+
+def _matchers_json(silence: Silence) -> str:
+    """A silence's matchers as the store keeps them."""
+    return json.dumps([_stored(m) for m in silence.matchers])
 
 
 def _matchers_problem(ms: tuple[Matcher, ...]) -> str | None:
@@ -242,7 +247,7 @@ class SilenceStore:
         so two requests at once cannot both take the last place."""
         row = (
             silence.id,
-            json.dumps([_stored(m) for m in silence.matchers]),
+            _matchers_json(silence),
             silence.starts_at,
             silence.ends_at,
             silence.created_by,

@@ -83,6 +83,7 @@ class ScrapeSource:
     ) -> None:
         """``targets``: the configured list, or a :class:`Discovery` asked every round."""
         self.scrape = scrape
+        self.limits = LabelLimits.of(scrape)  # read once, not per page
         self.store = store
         self.client = client  # closed by its owner
         self.clients = client if isinstance(client, ClientPool) else ClientPool.of(client)
@@ -128,6 +129,7 @@ class ScrapeSource:
         self.admission.max_per_target = scrape.max_streams_per_target
         self.admission.max_total = scrape.max_streams
         self.scrape = scrape
+        self.limits = LabelLimits.of(scrape)  # read once, not per page
         self.discovery = StaticTargets(targets) if isinstance(targets, Sequence) else targets
 
     def held(self) -> dict[str, int]:
@@ -221,7 +223,7 @@ class ScrapeSource:
                 result,
                 ts,
                 max_series=self.scrape.max_series,
-                limits=LabelLimits.of(self.scrape),
+                limits=self.limits,
                 reader=self.reader,
                 admission=self.admission,
             )

@@ -257,7 +257,7 @@ def _too_big(size: str) -> HTTPException:
     )
 
 
-# Encoded as it is computed, to stop at the size cap (as ``/fleets/{name}/windows``).
+# Encoded as it is computed, to stop at the size cap.
 @router.get("/fleets", response_model=list[FleetPublic])
 def list_fleets(
     store: StoreDep,
@@ -311,6 +311,7 @@ def list_fleets(
 
 
 def _encode(item: Any) -> bytes:
+    """Compact JSON, as every answer of this router (no NaN: the schema has none)."""
     return json.dumps(item, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
@@ -370,7 +371,7 @@ async def fleet_windows(
         )
         slos = _slos(specs, labels_of, key, members)
         out = [v.to_dict(slos) for v in views]
-        return json.dumps(out, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+        return _encode(out)
 
     try:
         body = await run_while_connected(request, work)
