@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.regex import AnchoredRegex, compile_anchored
+from app.store.silences import SilenceRow, SilenceTable
 from app.store.sqlite import Store
 
 __all__ = [
@@ -236,16 +237,17 @@ def silenced_by(silences: Iterable[Silence], labels: Mapping[str, str], now: flo
 
 
 class SilenceStore:
-    """Repository over the ``silences`` table."""
+    """Silences kept in the store (the table and its SQL: :mod:`app.store.silences`)."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self.table = SilenceTable(store)
 
     def add(self, silence: Silence, *, now: float = 0.0, max_kept: int | None = None) -> bool:
         """Store ``silence``; False (and nothing stored) when ``max_kept`` silences not
         yet ended at ``now`` are stored already. Counted and inserted in one statement,
         so two requests at once cannot both take the last place."""
-        row = (
+        row = SilenceRow(
             silence.id,
             _matchers_json(silence),
             silence.starts_at,
@@ -253,51 +255,29 @@ class SilenceStore:
             silence.created_by,
             silence.comment,
         )
-        with self.store.transaction() as conn:
-            if max_kept is None:
-                conn.execute("INSERT INTO silences VALUES (?,?,?,?,?,?)", row)
-                return True
-            cur = conn.execute(
-                "INSERT INTO silences SELECT ?,?,?,?,?,? "
-                "WHERE (SELECT COUNT(*) FROM silences WHERE ends_at > ?) < ?",
-                (*row, now, max_kept),
-            )
-            return cur.rowcount > 0
+        return self.table.insert(row, now=now, max_kept=max_kept)
 
     def expire(self, silence_id: str, now: float) -> bool:
         """End a silence now; False when there is no such silence or it already ended."""
-        with self.store.transaction() as conn:
-            cur = conn.execute(
-                "UPDATE silences SET ends_at = ? WHERE id = ? AND ends_at > ?",
-                (now, silence_id, now),
-            )
-            return cur.rowcount > 0
+        return self.table.expire(silence_id, now)
 
     def get(self, silence_id: str) -> Silence | None:
-        rows = self.store.fetchall(
-            "SELECT id, matchers, starts_at, ends_at, created_by, comment FROM silences "
-            "WHERE id = ?",
-            (silence_id,),
-        )
-        return _silence(rows[0]) if rows else None
+        row = self.table.get(silence_id)
+        return None if row is None else _silence(row)
 
     def list(self, *, since: float | None = None) -> list[Silence]:
         """Silences ending after ``since`` (all when None), newest first."""
-        rows = self.store.fetchall(
-            "SELECT id, matchers, starts_at, ends_at, created_by, comment FROM silences "
-            "WHERE ends_at > ? ORDER BY starts_at DESC",
-            (float("-inf") if since is None else since,),
-        )
-        return [_silence(r) for r in rows]
+        return [_silence(r) for r in self.table.ending_after(since)]
 
 
 def _stored(m: Matcher) -> dict[str, Any]:
     return {"name": m.name, "value": m.value, "is_regex": m.is_regex, "is_equal": m.is_equal}
 
 
-def _silence(row: tuple[Any, ...]) -> Silence:
+def _silence(row: SilenceRow) -> Silence:
     """A row as a silence; one that cannot apply comes back invalid, never raises."""
-    sid, raw, starts, ends, created_by, comment = row
+    sid, raw, starts, ends = row.id, row.matchers, row.starts_at, row.ends_at
+    created_by, comment = row.created_by, row.comment
     try:
         starts_at, ends_at = float(starts), float(ends)
     except (TypeError, ValueError):

@@ -3,6 +3,7 @@
 A target removed from the list (``file_sd``, ``http_sd``, a reload, or a restart with a
 shorter list) keeps its streams, diagnoses and alerts' history for the retention; the
 targets API lists it after the live ones, marked gone, so its history stays reachable.
+When it was last scraped: :func:`last_scrape` (:mod:`app.store.last_scrape`).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Container
 from dataclasses import dataclass
 
+from app.store.last_scrape import last_scrape
 from app.store.sqlite import Store
 
-__all__ = ["GoneTarget", "gone_targets"]
+__all__ = ["GoneTarget", "gone_targets", "last_scrape"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +35,3 @@ def gone_targets(
         if target not in live:
             models.setdefault(target, []).append(model)
     return [GoneTarget(name, tuple(ms)) for name, ms in sorted(models.items()) if gone(name)]
-
-
-def last_scrape(store: Store, target: str) -> float | None:
-    """When a target was last scraped (None: never)."""
-    rows = store.fetchall("SELECT MAX(ts) FROM scrapes WHERE target = ?", (target,))
-    return None if not rows or rows[0][0] is None else float(rows[0][0])
