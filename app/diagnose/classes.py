@@ -15,7 +15,7 @@ the catalog is keyed by), ``app.ui.palette`` and ``app.ui.spikes``, ``app.selfme
 text (a rule file users copy must read on its own); a test pins it to
 :data:`PROBLEM_CLASSES`.
 
-Adding a class: an entry here, its rule in ``rules.py`` (registered in
+Adding a class: an entry here, its rule in a module of ``rules/`` (registered in
 ``rules.PROBLEM_RULES``) and its hints in ``hints.py``; a problem class also goes into
 the bottleneck rule's list in ``default_rules.yaml`` (``tests/test_diagnose_classes.py``
 fails until it does).

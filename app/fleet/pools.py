@@ -12,7 +12,7 @@ is read as **pools** (:func:`pd_view`):
 * **Pools.** The replicas of one role summed as a fleet is (``app.fleet.aggregate``),
   named ``model{role=prefill}``, each diagnosed like a stream: a prefill pool is
   prefill- or queue-bound, a decode pool decode-bound or short of KV, either
-  ``transfer_bound`` (``app.diagnose.transfer``) — the decode pool when transfers are
+  ``transfer_bound`` (``app.diagnose.rules.transfer``) — the decode pool when transfers are
   slow or fail (it starts them, in pull mode), the prefill pool when the KV it holds
   expires. Replicas are compared for imbalance within their pool only: a prefill and a
   decode instance are no peers.

@@ -35,10 +35,13 @@ from dataclasses import dataclass
 from app.diagnose.classes import DiagnosisClass, SubCause
 from app.diagnose.config import DiagnosisConfig, Slo
 from app.diagnose.records import Evidence, fmt_value
+from app.diagnose.rules.compare import retag, ttft_text
+from app.diagnose.rules.inputs import Inputs
+from app.diagnose.rules.result import RuleResult, breach_margin
 from app.diagnose.slo import Breach
 from app.windows.transferfacts import TransferFacts
 
-__all__ = ["TransferVerdict", "judge_transfer"]
+__all__ = ["TransferVerdict", "judge_transfer", "mb_per_s", "transfer_bound"]
 
 C = DiagnosisClass
 RULE = str(C.TRANSFER_BOUND)
@@ -54,11 +57,6 @@ class TransferVerdict:
     summary: str
     margin: float
     n: float
-
-
-def _margin(ratio: float) -> float:
-    """0.5 at the threshold, 1.0 at twice it (log scale), as the other rules."""
-    return 0.5 + 0.5 * min(1.0, max(0.0, math.log2(ratio))) if ratio > 0 else 0.5
 
 
 def _ev(
@@ -81,6 +79,14 @@ def mb_per_s(t: TransferFacts) -> str:
     return f"{t.bytes_per_s / 1e6:,.0f} MB/s"
 
 
+def transfer_bound(x: Inputs) -> RuleResult:
+    """The rule (module docstring) on one window; never holds on a page without a KV
+    connector."""
+    f = x.facts
+    v = judge_transfer(f.transfer, x.breach, x.config, x.slo, ttft_text(f))
+    return RuleResult(C.TRANSFER_BOUND, v.holds, v.evidence, v.summary, v.margin, v.n, v.sub_cause)
+
+
 def judge_transfer(
     t: TransferFacts | None, breach: Breach, cfg: DiagnosisConfig, slo: Slo, ttft: str
 ) -> TransferVerdict:
@@ -96,24 +102,38 @@ def judge_transfer(
     slow = None if breach.holds is None or big is None else bool(breach.holds and big)
     if breach.holds is False or big is False:
         slow = False
+    ev = _evidence(t, breach, cfg, big, failing, expired)
+    # What cannot be judged here (no consumer gauge on a prefill page, no TTFT) does not
+    # hold: the other rules say when the window itself cannot be judged.
+    holds = bool(expired or failing or slow)
+    sub: SubCause | None
+    if expired:
+        sub, summary, margin, n = _expired(t)
+    elif failing:
+        sub, summary, margin, n = _failing(t, cfg)
+    elif slow:
+        sub, summary, margin, n = _slow(t, breach, slo, ttft)
+    else:
+        sub, summary, margin, n = None, "", 0.5, math.inf
+    return TransferVerdict(holds, sub, ev, summary, margin, n)
+
+
+def _evidence(
+    t: TransferFacts,
+    breach: Breach,
+    cfg: DiagnosisConfig,
+    big: bool | None,
+    failing: bool | None,
+    expired: bool | None,
+) -> tuple[Evidence, ...]:
+    """Every comparison the rule makes, the window's TTFT judgement first."""
     share_note = {
         "request_seconds": "KV load in progress / waiting + in prefill (first tokens/s × "
         "prefill time mean)",
         "time": "transfer time mean / TTFT mean (this instance transfers and counts TTFT)",
     }.get(t.share_source or "", "no transfer counted here")
-    breach_ev = breach.evidence
-    ev = (
-        Evidence(
-            RULE,
-            breach_ev.signal,
-            breach_ev.value,
-            breach_ev.op,
-            breach_ev.threshold,
-            breach_ev.holds,
-            breach_ev.unit,
-            breach_ev.ge,
-            breach_ev.note,
-        ),
+    return (
+        retag(breach.evidence, C.TRANSFER_BOUND),
         _ev(
             "transfer_share",
             t.share,
@@ -159,40 +179,41 @@ def judge_transfer(
             note="requests whose KV lease expired on the prefill side, increase in window",
         ),
     )
-    # What cannot be judged here (no consumer gauge on a prefill page, no TTFT) does not
-    # hold: the other rules say when the window itself cannot be judged.
-    holds = bool(expired or failing or slow)
-    if expired:
-        sub: SubCause | None = SubCause.KV_EXPIRED
-        summary = (
-            f"Transfer-bound (KV expired): {t.expired:.0f} request(s) lost the KV the prefill "
-            "side held for them before the decode side read it (the lease ran out): the "
-            "decode pool fetches too late"
-        )
-        margin = 0.6 + 0.4 * min(1.0, (t.expired or 0.0) / 5.0)
-        n = math.inf
-    elif failing:
-        sub = SubCause.TRANSFER_FAILURES
-        summary = (
-            f"Transfer-bound (failures): {t.failures:.0f} of "
-            f"{(t.failures or 0.0) + t.transfers:.0f} KV transfers failed "
-            f"({fmt_value(t.failure_share, 'ratio')}): each such request errors or is "
-            "prefilled again on the decode side"
-        )
-        margin = _margin((t.failure_share or 0.0) / cfg.transfer_failure_share_min)
-        n = (t.failures or 0.0) + t.transfers
-    elif slow:
-        sub = SubCause.SLOW_TRANSFER
-        summary = (
-            f"Transfer-bound: TTFT p99 {ttft} > {fmt_value(slo.ttft_p99, 's')}, "
-            f"{fmt_value(t.share, 'ratio')} of the wait for a first token is the KV "
-            f"transfer from the prefill pool (mean {fmt_value(t.xfer_mean, 's')}, "
-            f"{mb_per_s(t)})"
-        )
-        decisive = min(1.0, abs((t.share or 0.0) - 0.5) * 2)
-        ratio = (breach_ev.value or 0.0) / slo.ttft_p99
-        margin = _margin(ratio) * (0.75 + 0.25 * decisive) * (1.0 if breach.proven else 0.7)
-        n = t.transfers if t.transfers > 0 else math.inf
-    else:
-        sub, summary, margin, n = None, "", 0.5, math.inf
-    return TransferVerdict(holds, sub, ev, summary, margin, n)
+
+
+def _expired(t: TransferFacts) -> tuple[SubCause, str, float, float]:
+    """``kv_expired``: its summary, margin and observations."""
+    summary = (
+        f"Transfer-bound (KV expired): {t.expired:.0f} request(s) lost the KV the prefill "
+        "side held for them before the decode side read it (the lease ran out): the "
+        "decode pool fetches too late"
+    )
+    return SubCause.KV_EXPIRED, summary, 0.6 + 0.4 * min(1.0, (t.expired or 0.0) / 5.0), math.inf
+
+
+def _failing(t: TransferFacts, cfg: DiagnosisConfig) -> tuple[SubCause, str, float, float]:
+    """``transfer_failures``: its summary, margin and observations."""
+    summary = (
+        f"Transfer-bound (failures): {t.failures:.0f} of "
+        f"{(t.failures or 0.0) + t.transfers:.0f} KV transfers failed "
+        f"({fmt_value(t.failure_share, 'ratio')}): each such request errors or is "
+        "prefilled again on the decode side"
+    )
+    margin = breach_margin((t.failure_share or 0.0) / cfg.transfer_failure_share_min)
+    return SubCause.TRANSFER_FAILURES, summary, margin, (t.failures or 0.0) + t.transfers
+
+
+def _slow(
+    t: TransferFacts, breach: Breach, slo: Slo, ttft: str
+) -> tuple[SubCause, str, float, float]:
+    """``slow_transfer``: its summary, margin and observations."""
+    summary = (
+        f"Transfer-bound: TTFT p99 {ttft} > {fmt_value(slo.ttft_p99, 's')}, "
+        f"{fmt_value(t.share, 'ratio')} of the wait for a first token is the KV "
+        f"transfer from the prefill pool (mean {fmt_value(t.xfer_mean, 's')}, "
+        f"{mb_per_s(t)})"
+    )
+    decisive = min(1.0, abs((t.share or 0.0) - 0.5) * 2)
+    ratio = (breach.evidence.value or 0.0) / slo.ttft_p99
+    margin = breach_margin(ratio) * (0.75 + 0.25 * decisive) * (1.0 if breach.proven else 0.7)
+    return SubCause.SLOW_TRANSFER, summary, margin, t.transfers if t.transfers > 0 else math.inf
