@@ -3,21 +3,22 @@ cached).
 
 A stream's headroom (:mod:`app.twin.headroom`) is computed on the twin fitted to its last
 ``LOOKBACK_S`` seconds (``app.read.twincache``: the twin shared with the hints' effects),
-at the stream's SLOs (``DiagnosisConfig.slo_for``) and its server settings
-(``server_for``). A twin run costs seconds of CPU, so a result is kept
-per stream, settings and ``BUCKET_S`` of time: asked again within the same 5 minutes, it
-is served from the cache; nothing is computed unless asked. A fleet's headroom is its
+at the stream's SLOs (``DiagnosisConfig.slo_for``), its server settings (``server_for``)
+and the page's ``cache_config_info`` (its KV pool: the latest stored snapshot's,
+``app.read.twincache.page_info``). A twin run costs seconds of CPU, so a result is kept
+per stream, settings, page info and ``BUCKET_S`` of time: asked again within the same 5
+minutes, it is served from the cache; nothing is computed unless asked. A fleet's headroom is its
 tightest replica's: traffic spread evenly grows on every replica alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from app.diagnose.config import DiagnosisConfig
-from app.read.twincache import Intervals, TwinCache, bucket_end, fitted
+from app.read.twincache import Intervals, TwinCache, bucket_end, fitted, info_key
 from app.twin.headroom import Headroom, headroom
 
 
@@ -53,13 +54,15 @@ def stream_headroom(
     now: float,
     config: DiagnosisConfig,
     cache: TwinCache | None = None,
-    info: dict[str, str] | None = None,
+    info: Mapping[str, str] | None = None,
 ) -> StreamHeadroom:
-    """The headroom of one stream over its last ``LOOKBACK_S`` (module docstring)."""
+    """The headroom of one stream over its last ``LOOKBACK_S`` (module docstring);
+    ``info``: the page's ``cache_config_info`` (None: the cache's ``pages`` finds it)."""
     slo = config.slo_for(target, model)
+    page = cache.info(target, model, info) if cache is not None else dict(info or {})
 
     def make() -> StreamHeadroom:
-        f = fitted(intervals, target, model, now=now, config=config, cache=cache, info=info)
+        f = fitted(intervals, target, model, now=now, config=config, cache=cache, info=page)
         cal = f.calibration
         if cal is None:
             return StreamHeadroom(target, model, f.start, f.end, None, f.error)
@@ -69,7 +72,7 @@ def stream_headroom(
         return StreamHeadroom(target, model, f.start, f.end, room, None, replay, cal.twin.warnings)
 
     key = ("headroom", target, model, bucket_end(now), repr(config.server_for(target)),
-           slo.ttft_p99, slo.itl_p99)  # fmt: skip
+           info_key(page), slo.ttft_p99, slo.itl_p99)  # fmt: skip
     if cache is None:
         return make()
     out: StreamHeadroom = cache.get(key, make)

@@ -3,21 +3,24 @@ the headroom answers and the hints' predicted effects (``app.read.headroom``,
 ``app.read.effects``).
 
 A twin is fitted on the stream's last ``LOOKBACK_S`` seconds ending at a ``BUCKET_S``
-boundary, at the stream's server settings (``DiagnosisConfig.server_for``), and replayed
-``SEEDS`` times (``app.twin.whatif.calibrate``). A calibration costs seconds of CPU, so
-it and everything computed from it is kept in a :class:`TwinCache` per stream, settings
-and 5-minute bucket.
+boundary, at the stream's server settings (``DiagnosisConfig.server_for``) and the page's
+``cache_config_info`` (the latest stored snapshot's ``StreamSnapshot.info``:
+:func:`page_info`; a caller that has it passes it, else the cache's ``pages`` finds it),
+and replayed ``SEEDS`` times (``app.twin.whatif.calibrate``). A calibration costs seconds
+of CPU, so it and everything computed from it is kept in a :class:`TwinCache` per stream,
+settings, page info and 5-minute bucket: two callers share a twin only where they would
+have fitted the same one.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Collection, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from app.diagnose.config import DiagnosisConfig
-from app.model import IntervalDelta
+from app.model import IntervalDelta, StreamSnapshot
 from app.read.whatif import span_of
 from app.twin.fit import FitError, fit
 from app.twin.whatif import Calibration, calibrate
@@ -28,6 +31,29 @@ SEEDS = 2
 MAX_ENTRIES = 4096
 
 Intervals = Callable[[str, str, float, float], list[IntervalDelta]]
+# A stream's page info (``cache_config_info``): (target, model) → its labels.
+Pages = Callable[[str, str], Mapping[str, str]]
+
+
+class Snapshots(Protocol):
+    """What :func:`page_info` reads: a store's latest snapshot per target."""
+
+    def last_snapshots(
+        self, targets: Collection[str] | None = None
+    ) -> dict[str, tuple[float, dict[str, StreamSnapshot]]]: ...
+
+
+def page_info(store: Snapshots, target: str, model: str) -> dict[str, str]:
+    """The stream's ``cache_config_info`` as of its latest stored snapshot ({}: none)."""
+    latest = store.last_snapshots([target]).get(target)
+    if latest is None or model not in latest[1]:
+        return {}
+    return dict(latest[1][model].info)
+
+
+def info_key(info: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The page info as part of a cache key."""
+    return tuple(sorted(info.items()))
 
 
 @dataclass
@@ -40,10 +66,22 @@ class TwinCache:
     computed: int = 0
     # Another cache to use instead (the UI's, the service's: found once the service runs).
     shared: Callable[[], TwinCache | None] | None = None
+    # Where a caller that has no page info finds it (the service's store: page_info).
+    pages: Pages | None = None
 
     def _own(self) -> TwinCache:
         other = self.shared() if self.shared is not None else None
         return other if other is not None and other is not self else self
+
+    def info(self, target: str, model: str, given: Mapping[str, str] | None) -> dict[str, str]:
+        """The page info a twin of the stream is fitted at: ``given``, else (None or
+        empty: the caller's window had none) what ``pages`` (this cache's or the shared
+        one's) finds, else none."""
+        if given:
+            return dict(given)
+        own = self._own()
+        pages = own.pages if own.pages is not None else self.pages
+        return dict(pages(target, model)) if pages is not None else {}
 
     def peek(self, key: Hashable) -> Any:
         own = self._own()
@@ -92,12 +130,14 @@ def fitted(
     now: float,
     config: DiagnosisConfig,
     cache: TwinCache | None = None,
-    info: dict[str, str] | None = None,
+    info: Mapping[str, str] | None = None,
 ) -> Fitted:
-    """The stream's calibrated twin over its last ``LOOKBACK_S`` (module docstring)."""
+    """The stream's calibrated twin over its last ``LOOKBACK_S`` (module docstring);
+    ``info``: the page's ``cache_config_info`` (None: the cache's ``pages`` finds it)."""
     end = bucket_end(now)
     start = end - LOOKBACK_S
     server = config.server_for(target)
+    page = cache.info(target, model, info) if cache is not None else dict(info or {})
 
     def make() -> Fitted:
         try:
@@ -107,7 +147,7 @@ def fitted(
                 end=end,
                 target=target,
                 model=model,
-                info=info,
+                info=page,
                 server=server,
             )
             cal = calibrate(fit(span), span.whole, seeds=SEEDS)
@@ -115,5 +155,5 @@ def fitted(
             return Fitted(target, model, start, end, None, str(exc))
         return Fitted(target, model, start, end, cal)
 
-    key = ("twin", target, model, end, repr(server))
+    key = ("twin", target, model, end, repr(server), info_key(page))
     return cache.get(key, make) if cache is not None else make()

@@ -31,7 +31,7 @@ from app.logs import Throttled, quiet_job_overlaps
 from app.pacing import BACKGROUND_SHARE, Pacer
 from app.probemetrics import build_probe_metrics
 from app.read.effects import TwinEffects
-from app.read.twincache import TwinCache
+from app.read.twincache import TwinCache, page_info
 from app.read.windows import WindowCache
 from app.running_jobs import RunningJobs
 from app.scrape.client import OUT_OF_DESCRIPTORS, ClientPool
@@ -144,7 +144,8 @@ class Service:
         self.latest_readings: list[StreamReading] = []
         # The what-if twin's answers per stream and 5 minutes (app.read.twincache): headroom
         # on demand; the hints' effects priced by a job of their own under a CPU budget.
-        self.twin_cache = TwinCache()
+        # A twin is fitted at the page's cache_config_info (its KV pool) whoever asks.
+        self.twin_cache = TwinCache(pages=lambda t, m: page_info(self.store, t, m))
         self.effects: TwinEffects | None = None
         if settings.whatif.hint_effects:
             self.effects = TwinEffects(

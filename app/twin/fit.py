@@ -19,8 +19,12 @@ Workload (``docs/whatif.md``):
 Engine: ``max_num_seqs``, ``max_num_batched_tokens``, ``max_model_len``,
 ``num_gpu_blocks``, ``block_size``, prefix caching — the page's ``cache_config_info``
 first, then the configured ``server:`` settings, then vLLM's defaults with a warning
-(``app.diagnose.server.resolve``). A KV pool that nothing states is estimated from the
-KV usage and the sequences running, with a warning.
+(``app.diagnose.server.resolve``). ``max_num_seqs``, which the page does not state, is
+the configured value, else the page's where its ``cache_config_info`` carries one, else
+what the page shows (:func:`pinned_running`: the running gauge held at one integer while
+requests wait and the KV pool has room), else vLLM's default with a warning. A KV pool
+that nothing states is estimated from the KV usage and the sequences running, with a
+warning.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
-from app.diagnose.server import ServerSettings, resolve
+from app.diagnose.server import ServerSettings, ServerView, resolve
 from app.model import Window
 from app.twin.frontend import NONE, FrontEnd, fit_mean
 from app.twin.lengths import LengthFit, fit_lengths
@@ -44,6 +48,13 @@ DEFAULT_MAX_MODEL_LEN = 32768
 BUSY_RUNNING = 4.0
 # Points of a prompt-length distribution a chunk step's roofline is averaged over.
 SPREAD_POINTS = 12
+# max_num_seqs from the page (:func:`pinned_running`): requests waiting on average in a
+# window for its running count to be held by the cap; the KV usage under which the pool
+# is not what holds it; how far a window's mean running count may sit from the cap (a
+# sample taken as a sequence finished and before the next was admitted).
+PINNED_WAITING = 1.0
+PINNED_KV = 0.9
+PINNED_SLACK = 0.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,13 +185,95 @@ def _arrivals(tiles: Sequence[Window], start: float) -> tuple[tuple[float, float
     return tuple((t0, max(0.0, mean + keep * (r - mean))) for t0, r, _ in raw)
 
 
+def pinned_running(tiles: Sequence[Window]) -> int | None:
+    """``max_num_seqs`` as the page shows it: the running gauge held at one integer in
+    every window where requests waited for capacity throughout (on average, and at its
+    first and last sample where the window has them) and the KV pool had room (KV usage
+    under :data:`PINNED_KV` at its highest, no preemption) — its highest sample and its
+    mean that integer (the mean within :data:`PINNED_SLACK`) — and never above it in any
+    window of the span. None where no such window is seen, or where they disagree.
+
+    A window in which the queue formed or drained ran below the cap for part of it: it
+    says nothing either way and is left out. Where the KV pool is what holds the batch,
+    the running count moves with the lengths and the pool is nearly full: those windows
+    say nothing of the cap and are left out too.
+    """
+    peak: float | None = None
+    held: list[tuple[float, float]] = []
+    for t in tiles:
+        run = t.gauges.get("running")
+        if run is None or run.max is None:
+            continue
+        peak = run.max if peak is None else max(peak, run.max)
+        d = t.derived
+        name = "waiting_capacity" if d.waiting_capacity_avg is not None else "waiting"
+        waiting = t.gauges.get(name)
+        if waiting is None or waiting.avg is None or waiting.avg < PINNED_WAITING:
+            continue
+        if run.avg is None or any(
+            edge is not None and edge < PINNED_WAITING for edge in (waiting.first, waiting.last)
+        ):
+            continue
+        if (d.kv_usage_max is None or d.kv_usage_max >= PINNED_KV) or t.increases.get(
+            "preemptions", 0.0
+        ) > 0:
+            continue
+        held.append((run.avg, run.max))
+    if not held or peak is None:
+        return None
+    cap = held[0][1]
+    if cap < 1 or not float(cap).is_integer() or peak != cap:
+        return None
+    if any(top != cap or abs(avg - cap) > PINNED_SLACK for avg, top in held):
+        return None
+    return int(cap)
+
+
+def _max_num_seqs(
+    span: Span, view: ServerView, warnings: list[str], sources: dict[str, str]
+) -> int:
+    """``max_num_seqs``: configured, else the page's, else seen (:func:`pinned_running`),
+    else vLLM's default with a warning."""
+    s = view.max_num_seqs
+    seen = pinned_running(span.tiles)
+    if s.source == "configured":
+        sources[s.name] = s.origin()
+        if seen is not None and seen != s.value:
+            warnings.append(
+                f"max_num_seqs is configured as {s.shown()} but the running count sat at "
+                f"{seen} with requests waiting; the configured value is used (is the "
+                "configuration stale, or for another server?)"
+            )
+        return int(s.value)
+    page = _page_int(span.info, "max_num_seqs")
+    if page is not None:
+        sources[s.name] = "cache_config_info"
+        return page
+    if seen is not None:
+        sources[s.name] = f"inferred: running pinned at {seen} with requests waiting"
+        return seen
+    sources[s.name] = s.origin()
+    if s.assumed:
+        warnings.append(
+            f"{s.name} not known: taken as {s.shown()} ({s.origin()}; give --server {s.name}=…)"
+        )
+    return int(s.value)
+
+
+def _page_int(info: Mapping[str, str], key: str) -> int | None:
+    try:
+        value = float(info.get(key, ""))
+    except ValueError:
+        return None
+    return int(value) if math.isfinite(value) and value >= 1 and value.is_integer() else None
+
+
 def _engine(
     span: Span, prompt: LengthFit, output: LengthFit, warnings: list[str], sources: dict[str, str]
 ) -> Engine:
     view = resolve(span.server, span.info)
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = {"max_num_seqs": _max_num_seqs(span, view, warnings, sources)}
     for s in (
-        view.max_num_seqs,
         view.max_num_batched_tokens,
         view.block_size,
         view.enable_prefix_caching,

@@ -1,6 +1,7 @@
 """``GET /api/v1/targets/{name}/headroom`` and ``GET /api/v1/fleets/{model}/headroom``: how
 much more traffic before a p99 breaks its SLO, and what breaks first (the what-if twin,
-``docs/whatif.md``; computed on demand, kept 5 minutes per stream)."""
+``docs/whatif.md``; computed on demand, kept 5 minutes per stream), at the page's
+``cache_config_info`` as of the stream's latest stored snapshot."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pydantic import Field
 from app.api.deps import DiagnosisConfigDep, StoreDep, TwinCacheDep
 from app.api.schemas import Answer
 from app.read.headroom import fleet_headroom, stream_headroom
+from app.read.twincache import page_info
 
 router = APIRouter(tags=["headroom"])
 
@@ -65,7 +67,13 @@ def target_headroom(
     elif model not in models:
         raise HTTPException(404, f"target {name!r} has no stream of model {model!r}")
     result = stream_headroom(
-        store.intervals, name, model, now=time.time(), config=config, cache=cache
+        store.intervals,
+        name,
+        model,
+        now=time.time(),
+        config=config,
+        cache=cache,
+        info=page_info(store, name, model),
     )
     return HeadroomPublic(**result.to_dict())
 
@@ -84,7 +92,15 @@ def fleet_headroom_route(
         raise HTTPException(404, f"no stream of model {model!r}")
     now = time.time()
     results = [
-        stream_headroom(store.intervals, t, model, now=now, config=config, cache=cache)
+        stream_headroom(
+            store.intervals,
+            t,
+            model,
+            now=now,
+            config=config,
+            cache=cache,
+            info=page_info(store, t, model),
+        )
         for t in targets
     ]
     tightest = fleet_headroom(results)

@@ -236,7 +236,8 @@ async def run_review(
 
 def _pricer(history: History, config: DiagnosisConfig) -> Callable[[Diagnosis], Diagnosis]:
     """A finding's hints priced on the what-if twin of the 15 minutes before its window
-    (``app.read.effects``), from the history read for the review."""
+    (``app.read.effects``), from the history read for the review, at the page's
+    ``cache_config_info`` as of the window's end."""
 
     def intervals(target: str, model: str, start: float, end: float) -> list[IntervalDelta]:
         hist = history.get(target)
@@ -245,6 +246,9 @@ def _pricer(history: History, config: DiagnosisConfig) -> Callable[[Diagnosis], 
         return [d for d in hist.deltas if d.model_name == model and start < d.end <= end]
 
     def price(d: Diagnosis) -> Diagnosis:
-        return priced(d, intervals, config=config)
+        hist = history.get(d.target)
+        snaps = [] if hist is None else hist.snapshots
+        infos = [(s.ts, s.streams[d.model_name].info) for s in snaps if d.model_name in s.streams]
+        return priced(d, intervals, config=config, info=_info_at(infos, d.end))
 
     return price
