@@ -8,6 +8,7 @@ import re
 
 from app.alerts.rules import default_rules
 from app.diagnose import classes, hints, rules
+from app.diagnose.changes import models
 from app.diagnose.classes import PROBLEM_CLASSES, VOCABULARY, DiagnosisClass, SubCause
 
 C = DiagnosisClass
@@ -48,6 +49,16 @@ def test_precedence_and_severity_come_from_the_vocabulary_order() -> None:
 
 def test_every_problem_class_has_its_rule_and_nothing_else_does() -> None:
     assert list(rules.PROBLEM_RULES) == list(PROBLEM_CLASSES)
+
+
+def test_every_problem_class_is_compared_by_its_model_or_by_the_size_of_each_move() -> None:
+    """What changed (``app.diagnose.changes``): each problem class has a model of what
+    drives its symptom (``models.MODELS``) or is named as ranked by the size of each move
+    (``models.BY_MOVE``), never both, and nothing else is compared."""
+    problems = {c.value for c in PROBLEM_CLASSES}
+    assert set(models.MODELS) | models.BY_MOVE == problems
+    assert not set(models.MODELS) & models.BY_MOVE
+    assert problems == models.COMPARED
 
 
 def test_every_situation_has_hints_and_every_hint_names_a_known_situation() -> None:

@@ -16,9 +16,11 @@ text (a rule file users copy must read on its own); a test pins it to
 :data:`PROBLEM_CLASSES`.
 
 Adding a class: an entry here, its rule in a module of ``rules/`` (registered in
-``rules.PROBLEM_RULES``) and its hints in ``hints.py``; a problem class also goes into
+``rules.PROBLEM_RULES``) and its hints in ``hints.py``; a problem class also gets its
+model of what drives its symptom in ``changes.models.MODELS`` (or is named in
+``changes.models.BY_MOVE``: its changes ranked by the size of each move) and goes into
 the bottleneck rule's list in ``default_rules.yaml`` (``tests/test_diagnose_classes.py``
-fails until it does).
+fails until it does both).
 """
 
 from __future__ import annotations
