@@ -40,12 +40,13 @@ import dataclasses
 import math
 
 from app.diagnose import rules
+from app.diagnose.assemble import Decision, assemble, confidence
 from app.diagnose.classes import PROBLEM_CLASSES, DiagnosisClass, situation
 from app.diagnose.config import DEFAULT_CONFIG, DiagnosisConfig, Slo
 from app.diagnose.facts import Facts, derive
 from app.diagnose.hints import rank_hints
 from app.diagnose.probe import diagnose_probe, is_probe_window
-from app.diagnose.records import Diagnosis, Evidence, Finding, Roofline, fmt_value
+from app.diagnose.records import Diagnosis, Evidence, Roofline, fmt_value
 from app.diagnose.roofline import roofline
 from app.diagnose.server import ServerView, resolve
 from app.diagnose.slo import Breach
@@ -91,59 +92,56 @@ def diagnose(
     if firing and firing[0].cls is C.STALLED:
         firing = firing[:1]  # frozen gauges: the load rules' findings are not findings
     notes = _notes(facts, config, slo, results, roof) + quality_notes + server.notes
-    coverage = min(1.0, facts.coverage)
-
-    primary: rules.RuleResult | None = None
-    if quality:
-        cls, summary, confidence = C.INSUFFICIENT_DATA, "Insufficient data: " + quality, 1.0
-    elif idle.holds:
-        cls, summary, confidence = C.IDLE, idle.summary, round(coverage, 2)
-    elif firing:
-        primary = firing[0]
-        cls, summary = primary.cls, primary.summary
-        confidence = _confidence(primary.margin, primary.n, config, coverage)
-    else:
-        cls, summary, confidence = _healthy_or_unknown(
-            facts, judged.decode, results, slo, config, coverage
-        )
-        if cls is C.HEALTHY and failed_scrapes > 0:
-            cls, confidence = C.INSUFFICIENT_DATA, 1.0
-            summary = (
-                f"Insufficient data: {failed_scrapes} failed scrape(s) in the window; "
-                "nothing wrong was seen in the rest"
-            )
-
-    secondary = tuple(Finding(r.cls, r.sub_cause, r.summary) for r in firing if r is not primary)
-    key = cls.value if primary is None else situation(primary.cls, primary.sub_cause)
-    also = tuple(situation(r.cls, r.sub_cause) for r in firing if r is not primary)
-    return Diagnosis(
-        target=window.target,
-        model_name=window.model_name,
-        start=window.start,
-        end=window.end,
-        cls=cls,
-        confidence=confidence,
-        summary=summary,
-        sub_cause=None if primary is None else primary.sub_cause,
+    decision = _decide(facts, quality, idle, firing, judged, results, config, failed_scrapes)
+    return assemble(
+        window,
+        decision,
+        facts=facts,
+        config=config,
+        slo=slo,
+        roof=roof,
         evidence=evidence,
-        secondary=secondary,
-        hints=rank_hints(
-            key, facts, config, roof, also=also, server=server, slo=slo, baseline=baseline
-        ),
-        missing=facts.missing,
         notes=notes,
-        ttft_p99=facts.ttft_p99,
-        ttft_p99_ge=facts.ttft_p99_ge,
-        itl_p99=facts.itl_p99,
-        itl_p99_ge=facts.itl_p99_ge,
+        latencies=facts,
         ttft_slo=judged.breach.verdict,
         itl_slo=judged.decode.verdict,
-        slo_ttft_p99=slo.ttft_p99,
-        slo_itl_p99=slo.itl_p99,
-        roofline=roof,
-        facts=facts.numbers(),
+        hint_server=server,
         server=server,
+        baseline=baseline,
+        missing=facts.missing,
     )
+
+
+def _decide(
+    facts: Facts,
+    quality: str,
+    idle: rules.RuleResult,
+    firing: list[rules.RuleResult],
+    judged: rules.Inputs,
+    results: dict[DiagnosisClass, rules.RuleResult],
+    config: DiagnosisConfig,
+    failed_scrapes: int,
+) -> Decision:
+    """The class (module docstring's order of decision); the rules that hold are kept
+    as findings whatever it is."""
+    coverage = min(1.0, facts.coverage)
+    if quality:
+        return Decision(C.INSUFFICIENT_DATA, "Insufficient data: " + quality, 1.0, None, firing)
+    if idle.holds:
+        return Decision(C.IDLE, idle.summary, round(coverage, 2), None, firing)
+    if firing:
+        primary = firing[0]
+        sure = confidence(primary.margin, primary.n, config, coverage)
+        return Decision(primary.cls, primary.summary, sure, primary, firing)
+    slo = judged.slo
+    cls, summary, sure = _healthy_or_unknown(facts, judged.decode, results, slo, config, coverage)
+    if cls is C.HEALTHY and failed_scrapes > 0:
+        cls, sure = C.INSUFFICIENT_DATA, 1.0
+        summary = (
+            f"Insufficient data: {failed_scrapes} failed scrape(s) in the window; "
+            "nothing wrong was seen in the rest"
+        )
+    return Decision(cls, summary, sure, None, firing)
 
 
 def server_view(window: Window, config: DiagnosisConfig) -> ServerView:
@@ -151,11 +149,6 @@ def server_view(window: Window, config: DiagnosisConfig) -> ServerView:
     ``cache_config_info`` (``window.info``), the target's configured settings
     (``config.server_for``), vLLM's defaults (``app.diagnose.server``)."""
     return resolve(config.server_for(window.target), window.info)
-
-
-def _confidence(margin: float, n: float, config: DiagnosisConfig, coverage: float) -> float:
-    samples = 1.0 if math.isinf(n) else min(1.0, math.sqrt(max(n, 0.0) / config.min_observations))
-    return round(max(0.05, min(1.0, margin * samples * coverage)), 2)
 
 
 def _healthy_or_unknown(
@@ -201,7 +194,7 @@ def _healthy_or_unknown(
         counts.append(f.tpot_n if decode.evidence.signal == "tpot_p99" else f.itl_n)
     worst = max(ratios, default=0.0)
     margin = rules.breach_margin(1.0 / worst) if worst > 0 else 0.75
-    confidence = _confidence(margin, min(counts, default=math.inf), config, coverage)
+    sure = confidence(margin, min(counts, default=math.inf), config, coverage)
     decode_name = {"tpot_p99": "TPOT p99", "itl_p99_per_token": "ITL p99 per token"}.get(
         decode.evidence.signal, "ITL p99"
     )
@@ -211,7 +204,7 @@ def _healthy_or_unknown(
         f"{fmt_value(per_token, 's', decode.evidence.ge)} ≤ "
         f"{fmt_value(slo.itl_p99, 's')}, no KV or queue pressure"
     )
-    return C.HEALTHY, summary, confidence
+    return C.HEALTHY, summary, sure
 
 
 def _data_quality(

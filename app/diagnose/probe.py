@@ -32,14 +32,12 @@ an exact per-request comparison counts as fully observed.
 
 from __future__ import annotations
 
-import math
-
 from app.diagnose import rules
-from app.diagnose.classes import PROBLEM_CLASSES, DiagnosisClass, SubCause, situation
+from app.diagnose.assemble import Decision, assemble, confidence
+from app.diagnose.classes import PROBLEM_CLASSES, DiagnosisClass, SubCause
 from app.diagnose.config import DiagnosisConfig, Slo
 from app.diagnose.facts import derive
-from app.diagnose.hints import rank_hints
-from app.diagnose.records import Diagnosis, Evidence, Finding, Roofline, fmt_value
+from app.diagnose.records import Diagnosis, Evidence, Roofline, fmt_value
 from app.diagnose.roofline import roofline
 from app.diagnose.server import ServerSettings, resolve
 from app.diagnose.slo import Breach, judge
@@ -153,11 +151,6 @@ def _decode(p: ProbeFacts, slo: Slo, roof: Roofline | None) -> tuple[rules.RuleR
     return rules.RuleResult(r, b.holds, ev, summary, margin, p.itl_n, sub), b
 
 
-def _confidence(margin: float, n: float, config: DiagnosisConfig, coverage: float) -> float:
-    samples = 1.0 if math.isinf(n) else min(1.0, math.sqrt(max(n, 0.0) / config.min_observations))
-    return round(max(0.05, min(1.0, margin * samples * coverage)), 2)
-
-
 def diagnose_probe(
     window: Window,
     config: DiagnosisConfig,
@@ -190,7 +183,6 @@ def diagnose_probe(
         slo.ttft_p99,
     )  # fmt: skip
     failed = p.failures / p.attempts if p.attempts else 0.0
-    notes = list(_notes(p, roof))
     evidence: list[Evidence] = [
         _ev(C.INSUFFICIENT_DATA, "probe_attempts", p.attempts, ">", 0.0, p.attempts > 0),
         _ev(C.INSUFFICIENT_DATA, "probe_failed_share", failed, "<=",
@@ -199,71 +191,64 @@ def diagnose_probe(
     ]  # fmt: skip
     for res in results.values():
         evidence.extend(res.evidence)
+    decision = _decide(p, results, ttft_breach, failed, slo, config, coverage)
+    return assemble(
+        window,
+        decision,
+        facts=facts,
+        config=config,
+        slo=slo,
+        roof=roof,
+        evidence=tuple(evidence),
+        notes=_notes(p, roof),
+        latencies=p,
+        ttft_slo=ttft_breach.verdict,
+        itl_slo=decode_breach.verdict,
+        hint_server=resolve(ServerSettings()),
+    )
+
+
+def _decide(
+    p: ProbeFacts,
+    results: dict[DiagnosisClass, rules.RuleResult],
+    ttft_breach: Breach,
+    failed: float,
+    slo: Slo,
+    config: DiagnosisConfig,
+    coverage: float,
+) -> Decision:
+    """The class (module docstring's order of decision); the problem rules that hold
+    are findings only beside a problem class."""
     firing = [results[c] for c in PROBLEM_CLASSES if c in results and results[c].holds]
-    primary: rules.RuleResult | None = None
+    stalled = results[C.STALLED]
     if p.attempts <= 0:
-        cls, summary, confidence = C.INSUFFICIENT_DATA, "Insufficient data: no probe answered", 1.0
-        firing = []
-    elif results[C.STALLED].holds:
-        primary = results[C.STALLED]
-        cls, summary, confidence = primary.cls, primary.summary, round(coverage, 2)
-        firing = [primary]
-    elif failed > config.max_failed_scrape_share:
-        cls, confidence = C.INSUFFICIENT_DATA, 1.0
+        return Decision(C.INSUFFICIENT_DATA, "Insufficient data: no probe answered", 1.0)
+    if stalled.holds:
+        return Decision(stalled.cls, stalled.summary, round(coverage, 2), stalled, (stalled,))
+    if failed > config.max_failed_scrape_share:
         summary = f"Insufficient data: {p.failures:.0f} of {p.attempts:.0f} probes failed"
-        firing = []
-    elif firing:
+        return Decision(C.INSUFFICIENT_DATA, summary, 1.0)
+    if firing:
         primary = firing[0]
-        cls, summary = primary.cls, primary.summary
-        confidence = _confidence(primary.margin, primary.n, config, coverage)
-    elif ttft_breach.holds:
-        cls, confidence = C.INSUFFICIENT_DATA, 1.0
+        sure = confidence(primary.margin, primary.n, config, coverage)
+        return Decision(primary.cls, primary.summary, sure, primary, firing)
+    if ttft_breach.holds:
         summary = (
             f"Insufficient data: probe TTFT p99 {fmt_value(p.ttft_p99, 's', p.ttft_p99_ge)} "
             f"> {fmt_value(slo.ttft_p99, 's')}, mostly the server's own time: a probe "
             "cannot tell queueing from prefill (see the server's scraped streams)"
         )
-    else:
-        cls = C.HEALTHY
-        confidence = _confidence(0.75, p.ttft_n, config, coverage)
-        summary = (
-            f"Within SLO as a client sees it: TTFT p99 {fmt_value(p.ttft_p99, 's')}, token "
-            f"gaps p99 {fmt_value(p.itl_p99, 's')}"
-            + (
-                ""
-                if p.client_gap is None
-                else f", {fmt_value(p.client_gap, 's')} more than the server reports"
-            )
+        return Decision(C.INSUFFICIENT_DATA, summary, 1.0)
+    summary = (
+        f"Within SLO as a client sees it: TTFT p99 {fmt_value(p.ttft_p99, 's')}, token "
+        f"gaps p99 {fmt_value(p.itl_p99, 's')}"
+        + (
+            ""
+            if p.client_gap is None
+            else f", {fmt_value(p.client_gap, 's')} more than the server reports"
         )
-    secondary = tuple(Finding(r.cls, r.sub_cause, r.summary) for r in firing if r is not primary)
-    key = cls.value if primary is None else situation(primary.cls, primary.sub_cause)
-    also = tuple(situation(r.cls, r.sub_cause) for r in firing if r is not primary)
-    return Diagnosis(
-        target=window.target,
-        model_name=window.model_name,
-        start=window.start,
-        end=window.end,
-        cls=cls,
-        confidence=confidence,
-        summary=summary,
-        sub_cause=None if primary is None else primary.sub_cause,
-        evidence=tuple(evidence),
-        secondary=secondary,
-        hints=rank_hints(
-            key, facts, config, roof, also=also, server=resolve(ServerSettings()), slo=slo
-        ),  # fmt: skip
-        notes=tuple(notes),
-        ttft_p99=p.ttft_p99,
-        ttft_p99_ge=p.ttft_p99_ge,
-        itl_p99=p.itl_p99,
-        itl_p99_ge=p.itl_p99_ge,
-        ttft_slo=ttft_breach.verdict,
-        itl_slo=decode_breach.verdict,
-        slo_ttft_p99=slo.ttft_p99,
-        slo_itl_p99=slo.itl_p99,
-        roofline=roof,
-        facts=facts.numbers(),
     )
+    return Decision(C.HEALTHY, summary, confidence(0.75, p.ttft_n, config, coverage))
 
 
 def _notes(p: ProbeFacts, roof: Roofline | None) -> tuple[str, ...]:
