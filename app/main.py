@@ -32,10 +32,10 @@ from app.api.routes import (
 from app.config import Settings
 from app.evaluate.settings import diagnosis_config
 from app.fleet.specs import slo_specs
+from app.read.fleetpoints import FleetOptions
 from app.reload import ConfigReloader
 from app.service import Service
 from app.sources.probe import probe_target
-from app.ui.fleetdata import FleetOptions
 from app.ui.mount import mount_live
 
 

@@ -247,7 +247,7 @@ class IntervalDelta:
     ``reset`` is true when any counter or histogram decreased (a restart) or changed
     bucket layout; the affected deltas are then the current cumulative values, as
     Prometheus' ``increase()`` does. ``members`` is how many scrape intervals it sums: 1
-    for a stored delta, more for a sum of consecutive ones (``app.ui.cells``), so a
+    for a stored delta, more for a sum of consecutive ones (``app.read.cells``), so a
     window's ``intervals`` still counts scrape intervals.
     """
 

@@ -39,9 +39,9 @@ from queries import _fleet_ui, fleet_evaluator, p95  # noqa: E402
 from ui import FLEET, build_fleet, fleet_targets  # noqa: E402
 
 from app.config import load_settings  # noqa: E402
+from app.read.fleetpage import FleetData  # noqa: E402
+from app.read.target import UiData  # noqa: E402
 from app.store.sqlite import Store  # noqa: E402
-from app.ui.data import UiData  # noqa: E402
-from app.ui.fleetdata import FleetData  # noqa: E402
 from app.ui.pages.overview import CARDS_PER_PAGE  # noqa: E402
 
 WAIT_S = 600.0  # a child that sees neither the windows nor the budgets by then fails

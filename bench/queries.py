@@ -62,12 +62,13 @@ from app.evaluate.round import Evaluator  # noqa: E402
 from app.evaluate.settings import diagnosis_config  # noqa: E402
 from app.fleet.specs import slo_specs  # noqa: E402
 from app.main import create_app  # noqa: E402
+from app.read.fleetpage import FleetData  # noqa: E402
+from app.read.fleetpoints import FleetOptions  # noqa: E402
+from app.read.source import StoreSource, TargetInfo  # noqa: E402
+from app.read.target import UiData  # noqa: E402
 from app.store.resume import ResumeStore  # noqa: E402
 from app.store.sqlite import Store  # noqa: E402
-from app.ui.data import UiData  # noqa: E402
-from app.ui.fleetdata import FleetData, FleetOptions  # noqa: E402
 from app.ui.pages.overview import CARDS_PER_PAGE  # noqa: E402
-from app.ui.source import StoreSource, TargetInfo  # noqa: E402
 from app.windows.aggregate import windows  # noqa: E402
 
 
@@ -266,7 +267,7 @@ def bench_restart(tmp: Path, now: float, restarts: int) -> None:
     # As the service: SLO counts refreshed beside the rounds.
     evaluator = fleet_evaluator(settings, store, background_slo=True)
     # The rounds are the set-up here, not what is timed: unpaced (no scrape loop to leave
-    # room for), every 2 minutes (the strips' reach: ``app.ui.data.MAX_ROUND_SPACING_S``)
+    # room for), every 2 minutes (the strips' reach: ``app.read.points.MAX_ROUND_SPACING_S``)
     # where a service runs one every 15 s — its rings hold 64 classes a stream, these 9.
     round_module.BACKGROUND_SHARE = 1.0
     t0 = time.perf_counter()

@@ -62,12 +62,12 @@ import uvicorn  # noqa: E402
 from app.config import load_settings  # noqa: E402
 from app.evaluate.settings import diagnosis_config  # noqa: E402
 from app.main import create_app  # noqa: E402
+from app.read.source import StoreSource  # noqa: E402
+from app.read.target import UiData  # noqa: E402
 from app.sim.record import record  # noqa: E402
 from app.sources.recording import read_scrapes  # noqa: E402
 from app.store.sqlite import ScrapeRecord, Store  # noqa: E402
-from app.ui.data import UiData  # noqa: E402
 from app.ui.pages.overview import CARDS_PER_PAGE  # noqa: E402
-from app.ui.source import StoreSource  # noqa: E402
 
 TARGET = "bench"
 DAY = 86400.0

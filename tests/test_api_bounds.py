@@ -22,9 +22,9 @@ from app.fleet.imbalance import ImbalanceThresholds
 from app.main import create_app
 from app.model import HistogramDelta, IntervalDelta
 from app.read.fleet import fleet_views
+from app.read.points import resolution
 from app.read.windows import LATEST_TIME, MAX_WINDOWS, Cancelled, QueryError, check_windows
 from app.ui import timerange
-from app.ui.data import resolution
 from tests.test_alerts_api import ApiClient, serving
 
 B = (0.1, 0.5, 1.0)

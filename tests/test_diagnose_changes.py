@@ -474,10 +474,10 @@ def test_diagnose_url_reads_the_store_of_a_service_scraping_it(
 
 
 def test_the_ui_card_and_the_incident_export_show_what_changed(collapse: Path) -> None:
+    from app.read.source import load_recording
+    from app.read.target import UiData
     from app.ui.components import diagnosis_card
-    from app.ui.data import UiData
     from app.ui.markdown import incident_markdown
-    from app.ui.source import load_recording
     from app.ui.spikes import Peak, Spike
 
     source = load_recording(collapse)

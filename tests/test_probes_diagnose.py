@@ -14,10 +14,10 @@ from app.evaluate.probes import probe_hardware, with_probes
 from app.fleet.aggregate import FleetKey, fleet_window
 from app.model import Histogram, Snapshot, StreamSnapshot, Window
 from app.probeconfig import ProbeConfig, ProbingConfig
+from app.read.points import point_of
 from app.scrape.probe_fetch import ProbeResult
 from app.scrape.probe_parse import ServerTimings
 from app.sources.probe_tally import ProbeTally
-from app.ui.data import point_of
 from app.ui.probeview import probe_panel
 from app.windows.aggregate import window
 from app.windows.delta import snapshot_deltas

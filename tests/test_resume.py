@@ -17,13 +17,14 @@ from app.config import Settings, load_settings
 from app.evaluate.resume import NAME, fingerprint, keep, resume
 from app.evaluate.round import Evaluator
 from app.evaluate.settings import diagnosis_config
+from app.read.points import RECENT_S
+from app.read.source import StoreSource, TargetInfo
+from app.read.target import UiData
 from app.service import Service
 from app.sim.record import record
 from app.sources.recording import record_into
 from app.store.resume import ResumeState, ResumeStore
 from app.store.sqlite import Store
-from app.ui.data import RECENT_S, UiData
-from app.ui.source import StoreSource, TargetInfo
 
 URL = "http://127.0.0.1:9/metrics"
 

@@ -27,11 +27,11 @@ from app.alerts.state import Alert, AlertState, Transition, fingerprint
 from app.config import load_settings
 from app.diagnose import DiagnosisConfig
 from app.main import create_app
+from app.read.source import load_recording, replay_into
 from app.sim.record import record
 from app.store.sqlite import Store
 from app.ui import timerange
 from app.ui.mount import standalone
-from app.ui.source import load_recording, replay_into
 from tests.realbins import require_binary
 from tests.test_e2e import ServiceThread
 

@@ -13,13 +13,14 @@ from app.config import load_settings
 from app.diagnose import DiagnosisConfig, diagnose
 from app.evaluate.replay import replay
 from app.main import create_app
+from app.read.points import resolution
+from app.read.source import Observed, StoreSource, grid_windows, load_history, load_recording
+from app.read.target import UiData
 from app.scrape.client import read_file
 from app.sim.record import record
 from app.sources.process import PageFeed
 from app.sources.prometheus import TargetHistory
 from app.sources.recording import list_pages, read_scrapes
-from app.ui.data import UiData, resolution
-from app.ui.source import Observed, StoreSource, grid_windows, load_history, load_recording
 from app.windows.aggregate import windows
 from tests.test_e2e import ServiceThread
 

@@ -23,10 +23,10 @@ from app.alerts.history import AlertStore
 from app.alerts.state import Alert, AlertState, fingerprint
 from app.config import load_settings
 from app.main import create_app
+from app.read.source import replay_into
 from app.sim.record import record
 from app.store.sqlite import Store
 from app.ui import palette
-from app.ui.source import replay_into
 from tests.test_e2e import ServiceThread
 from tests.test_ui_browser import MODEL, TIMEOUT_MS, TWIN_TIMEOUT_MS, Session, browser  # noqa: F401
 

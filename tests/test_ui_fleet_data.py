@@ -13,10 +13,11 @@ from app.fleet.aggregate import FleetKey
 from app.fleet.specs import slo_specs
 from app.fleet.tracker import SloTracker
 from app.fleet.view import fleet_view
+from app.read.fleetpage import SLO_POINTS, FleetData
+from app.read.fleetpoints import FleetOptions
+from app.read.source import StoreSource, TargetInfo, replay_into
 from app.sim.record import record
 from app.store.sqlite import Store
-from app.ui.fleetdata import SLO_POINTS, FleetData, FleetOptions
-from app.ui.source import StoreSource, TargetInfo, replay_into
 
 START = 1764403200.0
 DURATION = 300.0

@@ -13,8 +13,8 @@ import re
 from dataclasses import replace
 
 from app.diagnose import diagnose
+from app.read.alertfeed import AlertRow
 from app.read.review.report import AlertEvent, build_review
-from app.ui.alertfeed import AlertRow
 from app.ui.figures import Mark
 from app.ui.htmlreport import incident_html
 from app.ui.htmlreview import review_html

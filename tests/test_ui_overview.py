@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.diagnose.classes import DiagnosisClass
-from app.ui.data import Card
+from app.read.points import Card
 from app.ui.pages import overview
 from app.ui.pages.overview import link_list, page_of, split_page
 

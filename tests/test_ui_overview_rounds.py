@@ -12,11 +12,12 @@ from app.config import Settings, load_settings
 from app.evaluate.recent import RecentClasses
 from app.evaluate.round import Evaluator
 from app.evaluate.settings import diagnosis_config
+from app.read.points import RECENT_S, on_grid
+from app.read.source import StoreSource, TargetInfo
+from app.read.target import UiData
 from app.sim.record import record
 from app.sources.recording import record_into
 from app.store.sqlite import Store
-from app.ui.data import RECENT_S, UiData, _on_grid
-from app.ui.source import StoreSource, TargetInfo
 
 
 def _one_stream(
@@ -35,10 +36,10 @@ def _one_stream(
 
 def test_strips_from_rounds_sit_on_the_ui_grid_with_gaps_where_rounds_were_missed() -> None:
     judged = [(float(t), "healthy", None) for t in range(0, 301, 30)]  # a round every 30 s
-    points = _on_grid(judged, 0.0, 300.0, 15.0)
+    points = on_grid(judged, 0.0, 300.0, 15.0)
     assert [p.end for p in points] == [15.0 * k for k in range(1, 21)]  # no gap at 30 s
     judged = [j for j in judged if j[0] not in (120.0, 150.0)]  # two rounds missed
-    ends = {p.end for p in _on_grid(judged, 0.0, 300.0, 15.0)}
+    ends = {p.end for p in on_grid(judged, 0.0, 300.0, 15.0)}
     assert 165.0 not in ends and 180.0 in ends, "a missed round leaves a gap"
 
 

@@ -9,9 +9,9 @@ from dash import html
 
 from app.diagnose import diagnose
 from app.model import Quantile
+from app.read.alertfeed import AlertRow
 from app.read.markdown_text import code
 from app.ui import timerange
-from app.ui.alertfeed import AlertRow
 from app.ui.components import diagnosis_card
 from app.ui.markdown import incident_markdown
 from app.ui.pages.overview import _metric

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.ui.data import Point, Timeline
+from app.read.points import Point, Timeline
 
 T0 = 1764403200.0
 

@@ -108,19 +108,21 @@ def _write_html(
     path: str, review: Any, source: _KeepingSource, config: Any, length: float, step: float
 ) -> str:
     """Write the HTML report of ``review`` to ``path``; returns what was written."""
+    from app.read.review.charts import review_timelines
     from app.redact import redact_url
-    from app.ui.data import UiData
     from app.ui.htmlreview import MAX_CHARTS, review_html
-    from app.ui.source import load_history
 
     timelines = {}
     if source.history is not None:
-        label = f"Prometheus {redact_url(source.config.url or '')}"
-        stored = load_history(source.history, start=review.start, end=review.end, label=label)
-        data = UiData(stored, config, length=length, step=step)
-        for s in review.streams[:MAX_CHARTS]:
-            key = (s.target, s.model_name)
-            timelines[key] = data.timeline(s.target, s.model_name, review.start, review.end)
+        timelines = review_timelines(
+            source.history,
+            review,
+            config,
+            length=length,
+            step=step,
+            label=f"Prometheus {redact_url(source.config.url or '')}",
+            limit=MAX_CHARTS,
+        )
     Path(path).write_text(review_html(review, timelines, generated_at=time.time()), "utf-8")
     return f"wrote {path} ({len(review.streams)} stream(s), {len(timelines)} chart(s))"
 

@@ -50,9 +50,9 @@ def register(sub: Any) -> None:
 def _prometheus(args: argparse.Namespace, settings: Any) -> Any:
     from app.config import load_settings
     from app.read.review.run import parse_time
+    from app.read.source import load_history
     from app.redact import redact_url
     from app.sources.prometheus import PrometheusSource
-    from app.ui.source import load_history
 
     if not args.start:
         raise ValueError("--prometheus needs --start")
@@ -88,12 +88,12 @@ def run(args: argparse.Namespace) -> int:
     from app.evaluate.replay import replay_alerts
     from app.evaluate.settings import diagnosis_config
     from app.fleet.specs import slo_specs
+    from app.read.alertfeed import AlertFeed, NoAlerts, ReplayedAlerts
+    from app.read.fleetpoints import FleetOptions
+    from app.read.source import load_recording
     from app.sources.promapi import PrometheusError
     from app.sources.recording import read_scrapes
-    from app.ui.alertfeed import AlertFeed, NoAlerts, ReplayedAlerts
-    from app.ui.fleetdata import FleetOptions
     from app.ui.mount import standalone
-    from app.ui.source import load_recording
 
     alerts: AlertFeed = NoAlerts()
     try:

@@ -13,8 +13,8 @@ They are taken back only as they were meant: from the same phasewatch version an
 same diagnosis configuration, SLOs, fleet grouping and window length (a fingerprint of
 them; an SLO changed over the restart and the old diagnoses and budgets are not shown),
 and not older than what the strips keep (``RecentClasses.keep_s``). The UI still shows a
-latest window only while it is fresh (``app.ui.data.FRESH_STEPS``) and budgets while
-they are (``app.ui.fleetdata.TRACKER_FRESH_S``): after a long stop it computes them
+latest window only while it is fresh (``app.read.points.FRESH_STEPS``) and budgets while
+they are (``app.read.fleetpage.TRACKER_FRESH_S``): after a long stop it computes them
 itself. Anything that does not read back whole is dropped with a log line; the service
 then starts as it would without it.
 """

@@ -3,5 +3,7 @@
 ``mount.mount_live(app, …)`` serves the running service's data;
 ``mount.standalone(source, config)`` serves a fixed source (a recording). Pages live in
 ``pages/`` (one module each), component ids in ``ids``, pure figure builders in
-``figures``; ``data`` turns any ``source.WindowSource`` into diagnosed chart points.
+``figures``. The pages render only: what they show — windows, diagnoses, baselines,
+fleets, SLO status, alerts — is read by ``app.read`` (``target``, ``fleetpage``,
+``source``, ``pages``), through the service's evaluation path.
 """

@@ -11,11 +11,10 @@ from typing import Any
 
 from dash import dcc, html
 
-from app.diagnose import Diagnosis
 from app.diagnose.classes import situation
-from app.diagnose.records import Change, Evidence, Hint, fmt_value
+from app.diagnose.records import Change, Diagnosis, Evidence, Hint, fmt_value
+from app.read.points import Point
 from app.ui import palette
-from app.ui.data import Point
 from app.ui.figures import band_runs, utc
 
 

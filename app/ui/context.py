@@ -6,11 +6,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
 
-from app.fleet.aggregate import fleet_key
+from app.read.alertfeed import AlertFeed, AlertRow
+from app.read.fleetpage import FleetData
+from app.read.fleetpoints import fleet_name
+from app.read.target import UiData
 from app.read.twincache import TwinCache
-from app.ui.alertfeed import AlertFeed, AlertRow
-from app.ui.data import UiData
-from app.ui.fleetdata import FleetData
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class PageContext:
         if not alert.model_name:
             return self.relative("/")
         group_by = () if self.fleets is None else self.fleets.options.group_by
-        fleet = fleet_key(alert.model_name, alert.labels, group_by).name
+        fleet = fleet_name(alert.model_name, alert.labels, group_by)
         return self.fleet_href(alert.model_name, fleet, at=at)
 
     def incident_href(

@@ -1,4 +1,4 @@
-"""``build_dash``: the Dash app (shell, routing, pages) over one :class:`UiData`.
+"""``build_dash``: the Dash app (shell, routing, pages) over what ``app.read.pages`` assembles.
 
 One Dash app per call — nothing at module level — so every ``create_app`` (and every
 test) gets its own. Pages are routed by hand from ``dcc.Location`` (Dash's page
@@ -15,13 +15,13 @@ from urllib.parse import unquote
 
 from dash import Dash, Input, Output, dcc, html
 
+from app.read.alertfeed import AlertFeed, NoAlerts
+from app.read.fleetpage import FleetData
+from app.read.target import UiData
 from app.read.twincache import TwinCache
 from app.ui import effectsview, headroomview, ids, timerange
-from app.ui.alertfeed import AlertFeed, NoAlerts
 from app.ui.callbody import BoundedJson
 from app.ui.context import PageContext
-from app.ui.data import UiData
-from app.ui.fleetdata import FleetData
 from app.ui.pages import alerts, fleet, incident, overview, target
 
 ASSETS = Path(__file__).parent / "assets"

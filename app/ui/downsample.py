@@ -13,8 +13,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+from app.read.points import Point
 from app.ui import palette
-from app.ui.data import Point
 
 
 def _max_ge(values: Sequence[tuple[float | None, bool]]) -> tuple[float | None, bool]:

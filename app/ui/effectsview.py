@@ -1,6 +1,6 @@
 """The hints' predicted effects on the target page: each hint whose change the what-if
 twin models, priced on the stream's last 15 minutes when the page asks
-(``app.read.effects``; kept 5 minutes and shared with the service's alerts), e.g.
+(``app.read.pageeffects``; kept 5 minutes and shared with the service's alerts), e.g.
 "--max-num-seqs 16 (now 4): predicted: TTFT p99 2.4 s → 20 ms (18–23 ms), ITL p99 +0 %".
 Once priced, the diagnosis card shows each effect under its hint too."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from dash import Dash, Input, Output, html
 
-from app.evaluate.effects import attach, settings_of
-from app.read.effects import cached_effects, stream_effects
+from app.diagnose.records import Diagnosis
+from app.read.pageeffects import current_priced, with_cached
 from app.ui import ids
 from app.ui.components import data_attrs
 from app.ui.context import PageContext
@@ -23,13 +23,9 @@ def placeholder() -> html.Div:
     return html.Div(PENDING, id=ids.TARGET_EFFECTS, className="effects muted")
 
 
-def with_cached(ctx: PageContext, d: Any) -> Any:
+def cached(ctx: PageContext, d: Diagnosis) -> Diagnosis:
     """``d`` with the effects its hints already have in the twin cache (no twin run)."""
-    settings = settings_of(d)
-    if not settings:
-        return d
-    found = cached_effects(ctx.twin, ctx.data.config, d.target, d.model_name, d.end, settings)
-    return attach(d, found)
+    return with_cached(ctx.twin, ctx.data.config, d)
 
 
 def register(app: Dash, ctx: PageContext) -> None:
@@ -40,29 +36,13 @@ def register(app: Dash, ctx: PageContext) -> None:
         Input(ids.TARGET_MODEL, "value"),
     )
     def effects(stream: dict[str, Any] | None, model: str | None) -> tuple[Any, str]:
-        intervals = getattr(ctx.data.source, "intervals", None)
         if not stream or model is None:
             return "", "effects muted"
-        found = ctx.data.current(stream["target"], model)
-        if found is None:
+        d = current_priced(ctx.data, ctx.twin, stream["target"], model)
+        if d is None:
             return "", "effects muted"
-        window, d = found
-        settings = settings_of(d)
-        if not settings:
-            return "", "effects muted"
-        if intervals is None:
-            return "predicted effects: need the stored history (not this source)", "effects muted"
-        priced = stream_effects(
-            intervals,
-            window.target,
-            model,
-            settings,
-            now=window.end,
-            config=ctx.data.config,
-            cache=ctx.twin,
-            info=dict(window.info or {}),
-        )
-        d = attach(d, priced)
+        if isinstance(d, str):
+            return d, "effects muted"
         items = [
             html.Li(
                 [html.Code(h.action), html.Span(": "), h.effect.text()],

@@ -17,8 +17,8 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.read.points import Point, Timeline
 from app.ui import palette
-from app.ui.data import Point, Timeline
 from app.ui.downsample import downsample
 
 KV_LINE = 0.9

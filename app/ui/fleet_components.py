@@ -13,14 +13,11 @@ from typing import Any
 from dash import dcc, html
 
 from app.diagnose.records import fmt_value
-from app.fleet.imbalance import Imbalance
-from app.fleet.slo import Budget
-from app.fleet.tracker import SloStatus
-from app.fleet.view import FleetView
+from app.read.fleetpoints import ReplicaPoint
+from app.read.records import Budget, FleetView, Imbalance, SloStatus
 from app.ui import palette
 from app.ui.components import badge, data_attrs, evidence_table, hints_list
 from app.ui.fleet_figures import objective_label
-from app.ui.fleetdata import ReplicaPoint
 
 KIND_TEXT = {
     "load": "load",

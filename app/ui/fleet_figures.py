@@ -1,4 +1,4 @@
-"""Pure figure builders of the fleet page: records from :mod:`app.ui.fleetdata` in, Plotly
+"""Pure figure builders of the fleet page: records from :mod:`app.read.fleetpoints` in, Plotly
 figures out (no I/O, no Dash).
 
 * :func:`replicas_figure` — the replicas side by side over time (TTFT p99, ITL p99,
@@ -24,9 +24,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from app.diagnose.records import fmt_value
+from app.read.fleetpoints import FleetSeries, ReplicaPoint, SloSeries
 from app.ui import palette
 from app.ui.figures import slo_line
-from app.ui.fleetdata import FleetSeries, ReplicaPoint, SloSeries
 
 FLAG_MARKER = {
     "symbol": palette.IMBALANCED_SYMBOL,

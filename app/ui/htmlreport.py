@@ -26,11 +26,10 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from app.diagnose import Diagnosis
-from app.diagnose.records import Evidence, fmt_value
+from app.diagnose.records import Diagnosis, Evidence, fmt_value
+from app.read.alertfeed import AlertRow, alert_summary
+from app.read.points import Timeline
 from app.ui import palette
-from app.ui.alertfeed import AlertRow, alert_summary
-from app.ui.data import Timeline
 from app.ui.figures import Mark, target_figure, utc
 from app.ui.spikes import Spike
 

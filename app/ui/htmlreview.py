@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from app.diagnose.records import fmt_value
+from app.read.points import Timeline
 from app.read.review.report import Review, StreamReview
 from app.ui import palette
-from app.ui.data import Timeline
 from app.ui.figures import Mark, target_figure, utc
 from app.ui.htmlreport import (
     Chart,

@@ -15,11 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from app.diagnose import Diagnosis
-from app.diagnose.records import fmt_value
+from app.diagnose.records import Diagnosis, fmt_value
+from app.read.alertfeed import AlertRow, alert_summary
 from app.read.markdown_text import cell, code, text
 from app.ui import palette
-from app.ui.alertfeed import AlertRow, alert_summary
 from app.ui.figures import utc
 from app.ui.spikes import Spike
 

@@ -14,10 +14,8 @@ from typing import Any
 from dash import html
 
 from app.diagnose.records import fmt_value
-from app.fleet.pools import ClientTtft, PDView, Pool
-from app.fleet.view import FleetView
+from app.read.records import ClientTtft, FleetView, PDView, Pool, TransferFacts
 from app.ui.components import badge, data_attrs, evidence_table, hints_list
-from app.windows.transferfacts import TransferFacts
 
 __all__ = ["client_block", "pool_card", "pools_panel", "transfer_panel"]
 

@@ -1,21 +1,20 @@
 """A probe's panel on its target page: what a client saw in the latest window.
 
 A probe's stream has no engines and no load gauges; in their place the page shows the
-probe's readings (``app.windows.probefacts``): the client's TTFT beside the server's own
-and the gap between them, connection and first byte, the token gaps, the decode speed
-as received and as the server reported it, the server's prefill speed, and — with the
-probe's device and model size — the decode roofline. Pure: a function of the window and
-its diagnosis.
+probe's readings (``app.read.points.probe_reading``): the client's TTFT beside the
+server's own and the gap between them, connection and first byte, the token gaps, the
+decode speed as received and as the server reported it, the server's prefill speed,
+and — with the probe's device and model size — the decode roofline. Pure: a function
+of the window and its diagnosis.
 """
 
 from __future__ import annotations
 
 from dash import html
 
-from app.diagnose import Diagnosis
-from app.diagnose.records import fmt_value
+from app.diagnose.records import Diagnosis, fmt_value
 from app.model import Window
-from app.windows.probefacts import probe_facts
+from app.read.points import probe_reading
 
 __all__ = ["probe_panel"]
 
@@ -26,7 +25,7 @@ def _row(label: str, value: str, note: str = "") -> html.Tr:
 
 def probe_panel(w: Window, d: Diagnosis | None) -> html.Div | None:
     """The panel of a probe's window; None for any other stream's."""
-    p = probe_facts(w)
+    p = probe_reading(w)
     if p is None:
         return None
     s, tps = "s", "tok/s"

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.diagnose.classes import PROBLEM_CLASSES, DiagnosisClass, severity
-from app.ui.data import Point, Timeline
+from app.read.points import Point, Timeline
 from app.ui.figures import Run, band_runs
 
 SIGNALS = ("ttft", "itl")

@@ -7,8 +7,8 @@ from typing import Any
 
 from dash import Dash, Input, Output, dcc, html
 
+from app.read.alertfeed import AlertRow, SilenceRow
 from app.ui import ids
-from app.ui.alertfeed import AlertRow, SilenceRow
 from app.ui.context import PageContext
 from app.ui.figures import utc
 

@@ -14,14 +14,15 @@ from typing import Any
 
 from dash import Dash, Input, Output, State, ctx, dcc, html, no_update
 
-from app.fleet.aggregate import FleetKey
+from app.read.fleetpage import FleetData
+from app.read.fleetpoints import replica_points
+from app.read.records import FleetKey
 from app.ui import headroomview, ids, timerange
 from app.ui.components import diagnosis_card, page_head
 from app.ui.context import PageContext
 from app.ui.figures import utc
 from app.ui.fleet_components import imbalance_panel, replicas_table, slo_panel
 from app.ui.fleet_figures import replicas_bars, replicas_figure, slo_figure
-from app.ui.fleetdata import FleetData, replica_point
 from app.ui.pools_components import pools_panel
 
 AT_PAD_S = 1800.0
@@ -137,10 +138,7 @@ def _render(
         return msg, msg, "", "", {}, {}, "", {}, ""
     key, members = found
     view = fd.latest(key, members, None if at is None else _window_end(fd, at))
-    kinds: dict[str, list[str]] = {}
-    for o in view.imbalance.outliers:
-        kinds.setdefault(o.replica, []).append(o.kind)
-    points = {w.target: replica_point(w, kinds.get(w.target, ())) for w in view.fleet.replicas}
+    points = replica_points(view)
     specs = fd.specs_for(key, members)
     attainment = fd.attainment_of(view, specs[0]) if specs else {}
     table = replicas_table(

@@ -14,14 +14,13 @@ from typing import Any
 
 from dash import ALL, Dash, Input, Output, State, ctx, dcc, html, no_update
 
-from app.diagnose import Diagnosis
-from app.diagnose.records import fmt_value
-from app.read.effects import priced
+from app.diagnose.records import Diagnosis, fmt_value
+from app.read.alertfeed import AlertRow, alert_summary
+from app.read.pageeffects import priced_at
+from app.read.points import Timeline
 from app.ui import ids, palette, timerange
-from app.ui.alertfeed import AlertRow, alert_summary
 from app.ui.components import badge, diagnosis_card
 from app.ui.context import PageContext
-from app.ui.data import Timeline
 from app.ui.figures import Mark, target_figure, utc
 from app.ui.htmlreport import incident_html
 from app.ui.markdown import incident_markdown
@@ -342,20 +341,7 @@ def _opened(
     marks = [Mark(s.peak_at, "peak")] + [
         Mark(a.at, f"{a.name} {a.state}", palette.VERMILLION) for a in alerts if a.state == "firing"
     ]
-    peak = data.diagnosis_at(s.target, s.model_name, s.peak_at)
-    diagnosis = None
-    if peak is not None:
-        window, diagnosis = peak
-        intervals = getattr(data.source, "intervals", None)
-        if intervals is not None:
-            diagnosis = priced(
-                diagnosis,
-                intervals,
-                config=data.config,
-                cache=ctx_.twin,
-                info=dict(window.info or {}),
-                compute=price,
-            )
+    diagnosis = priced_at(data, ctx_.twin, s.target, s.model_name, s.peak_at, compute=price)
     md = incident_markdown(s, diagnosis=diagnosis, alerts=alerts, source=data.source.label)
     return _Opened(s, lo, hi, tl, alerts, marks, diagnosis, md)
 

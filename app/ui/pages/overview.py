@@ -17,15 +17,15 @@ from dash import Dash, Input, Output, State, dcc, html
 
 from app.diagnose.classes import DiagnosisClass
 from app.diagnose.records import fmt_value
-from app.fleet.slo import Budget
 from app.read import markdown_text as md
+from app.read.fleetpoints import FleetSummary
+from app.read.points import RECENT_S, Card
+from app.read.records import Budget
 from app.ui import ids, palette
 from app.ui.components import badge, data_attrs, mini_band
 from app.ui.context import PageContext
-from app.ui.data import RECENT_S, Card
 from app.ui.figures import utc
 from app.ui.fleet_components import budget_text, budget_title
-from app.ui.fleetdata import FleetSummary
 
 CARDS_PER_PAGE = 24
 FLEET_LINKS = 12

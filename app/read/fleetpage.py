@@ -1,11 +1,12 @@
-"""The UI's fleet read side: replicas of one model → side-by-side points, imbalance, SLOs.
+"""The pages' read side of fleets: replicas of one model → side-by-side points, imbalance, SLOs.
 
 The same pure functions as the API (``app.fleet``): fleet windows sum the replicas'
 buckets, ``find_imbalance`` names the outlier of every window, and SLO attainment and
 budget come from an :class:`~app.fleet.tracker.SloTracker` — the live service's own (so
 the page and the alerts read one cache) or one over the recording. Windows are on the
 same grid as the target page; a range is cut into at most :data:`FLEET_BUDGET` windows
-per replica, and into at most :data:`SLO_POINTS` SLO points.
+per replica, and into at most :data:`SLO_POINTS` SLO points. The records it returns are
+``app.read.fleetpoints``'.
 """
 
 from __future__ import annotations
@@ -13,24 +14,31 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from app.config import FleetConfig, StorageConfig, TargetConfig
-from app.diagnose import Diagnosis, DiagnosisConfig
+from app.diagnose.config import DiagnosisConfig
+from app.diagnose.records import Diagnosis
 from app.fleet.aggregate import FleetKey, fleet_window, group_streams
 from app.fleet.deltas import DeltaSource
-from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds, find_imbalance
+from app.fleet.imbalance import find_imbalance
 from app.fleet.pools import imbalance_within_pools, probe_targets, roles_from_labels
 from app.fleet.slo import Budget, SloSpec, attainment, window_counts
-from app.fleet.specs import imbalance_thresholds
 from app.fleet.tracker import SloStatus, SloTracker, matches
 from app.fleet.view import FleetView, fleet_view, view_of
-from app.model import Quantile, Window
+from app.model import Window
 from app.probeconfig import PROBE_LABEL
-from app.ui.data import STEPS, fresh_rounds, resolution
-from app.ui.source import grid_windows
+from app.read.fleetpoints import (
+    FleetOptions,
+    FleetSeries,
+    FleetSummary,
+    ReplicaPoint,
+    SloPoint,
+    SloSeries,
+    replica_point,
+)
+from app.read.points import STEPS, fresh_rounds, resolution
+from app.read.source import grid_windows
 
 log = logging.getLogger(__name__)
 
@@ -57,132 +65,6 @@ class FleetSource(DeltaSource, Protocol):
 TRACKER_FRESH_S = 120.0
 # How long a page waits for the count it started (seconds) before it answers without it.
 COUNT_GRACE_S = 0.25
-
-
-@dataclass(frozen=True)
-class FleetOptions:
-    """How fleets are formed and judged: ``Settings.fleet`` and ``Settings.slos``."""
-
-    specs: tuple[SloSpec, ...] = ()
-    group_by: tuple[str, ...] = ()
-    thresholds: ImbalanceThresholds = DEFAULT_THRESHOLDS
-    labels_of: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    retention_s: float | None = None
-
-    @classmethod
-    def from_config(
-        cls,
-        fleet: FleetConfig,
-        storage: StorageConfig,
-        specs: Sequence[SloSpec],
-        targets: Sequence[TargetConfig] = (),
-    ) -> FleetOptions:
-        """The options of the ``fleet`` section; ``specs`` the SLOs
-        (:func:`app.fleet.specs.slo_specs`), ``targets`` those whose labels place replicas."""
-        return cls(
-            specs=tuple(specs),
-            group_by=tuple(fleet.group_by),
-            thresholds=imbalance_thresholds(fleet.imbalance),
-            labels_of={t.name: dict(t.labels) for t in targets},
-            retention_s=max(storage.retention_days, storage.rollup_retention_days) * 86400.0,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaPoint:
-    """One replica's (or the fleet's) window as the side-by-side charts draw it.
-
-    ``flags`` are the imbalance kinds (``load``, ``queue``, ``ttft``…) it was flagged
-    for in that window.
-    """
-
-    end: float
-    ttft_p99: float | None
-    ttft_p99_ge: bool
-    itl_p99: float | None
-    itl_p99_ge: bool
-    running_avg: float | None
-    waiting_avg: float | None
-    kv_avg: float | None
-    flags: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class FleetSeries:
-    """A fleet's replicas over ``(start, end]``: their points and the fleet's, per window."""
-
-    fleet: str
-    start: float
-    end: float
-    length: float
-    step: float
-    replicas: tuple[str, ...]
-    points: Mapping[str, tuple[ReplicaPoint, ...]]
-    fleet_points: tuple[ReplicaPoint, ...]
-    slo_ttft_p99: float
-    slo_itl_p99: float
-
-    @property
-    def flagged(self) -> tuple[str, ...]:
-        """Replicas flagged in any window of the range."""
-        return tuple(r for r in self.replicas if any(p.flags for p in self.points.get(r, ())))
-
-
-@dataclass(frozen=True, slots=True)
-class SloPoint:
-    end: float
-    attainment: Mapping[str, float | None]
-    budget_remaining: float | None
-    burn_rate: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class SloSeries:
-    """One SLO on one fleet over time: attainment per ``window_s`` and budget left."""
-
-    name: str
-    target: float
-    objectives: Mapping[str, float]
-    window_s: float
-    points: tuple[SloPoint, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class FleetSummary:
-    """One fleet on the overview: its replicas, who is imbalanced, each SLO's budget."""
-
-    key: FleetKey
-    members: tuple[str, ...]
-    flagged: tuple[str, ...]
-    budgets: tuple[tuple[str, Budget], ...]
-
-
-def _p99(w: Window, signal: str) -> Quantile:
-    q = w.quantiles.get(signal, {}).get("p99")
-    if q is None or q.value is None or not math.isfinite(q.value):
-        return Quantile(None)
-    return q
-
-
-def _avg(w: Window, name: str) -> float | None:
-    g = w.gauges.get(name)
-    return None if g is None else g.avg
-
-
-def replica_point(w: Window, flags: Sequence[str] = ()) -> ReplicaPoint:
-    """The chart point of one window (a replica's or the fleet's)."""
-    t, i = _p99(w, "ttft"), _p99(w, "itl")
-    return ReplicaPoint(
-        end=w.end,
-        ttft_p99=t.value,
-        ttft_p99_ge=t.ge_top_bucket,
-        itl_p99=i.value,
-        itl_p99_ge=i.ge_top_bucket,
-        running_avg=_avg(w, "running"),
-        waiting_avg=_avg(w, "waiting"),
-        kv_avg=_avg(w, "kv_usage"),
-        flags=tuple(flags),
-    )
 
 
 class FleetData:

@@ -1,4 +1,4 @@
-"""Where the UI's windows come from: one interface over the live store and a recording.
+"""Where the pages' windows come from: one interface over the live store and a recording.
 
 Both are a :class:`StoreSource`: the live service's own store, or a recording folder
 written page by page into an in-memory store (:func:`app.sources.recording.record_into`,
@@ -18,12 +18,12 @@ from typing import Protocol
 
 from app.diagnose.facts import READ_HISTOGRAMS, READ_IF_PRESENT_HISTOGRAMS
 from app.model import IntervalDelta, Window
+from app.read.cells import gauge_samples, merge_cells
 from app.redact import redact_url
 from app.sources.base import TargetState
 from app.sources.prometheus import TargetHistory
 from app.sources.recording import record_into, target_name
 from app.store.sqlite import ScrapeRecord, Store
-from app.ui.cells import gauge_samples, merge_cells
 from app.windows.aggregate import windows as make_windows
 from app.windows.rollup import RollupPart
 
@@ -111,7 +111,7 @@ def grid_windows(
     """Windows ``(e - length, e]`` for ``e = first_end, first_end + step, ... <= end``.
 
     Uses per-step cells when ``length`` and ``first_end`` sit on the step grid (the
-    usual case: see :mod:`app.ui.cells`); otherwise one cell per delta. Only the
+    usual case: see :mod:`app.read.cells`); otherwise one cell per delta. Only the
     histograms in ``keep`` are windowed (default: those the diagnosis reads).
     """
     on_grid = (

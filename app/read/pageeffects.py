@@ -1,0 +1,75 @@
+"""The hints' predicted effects as the pages show them: priced by the what-if twin
+(``app.read.effects``) and attached as the service's evaluation round attaches them
+(``app.evaluate.effects.attach``: flagged hints last), on the target page's card, its
+effects panel and the incident's diagnosis at the peak."""
+
+from __future__ import annotations
+
+from app.diagnose.config import DiagnosisConfig
+from app.diagnose.records import Diagnosis
+from app.evaluate.effects import attach, settings_of
+from app.read.effects import cached_effects, priced, stream_effects
+from app.read.target import UiData
+from app.read.twincache import TwinCache
+
+NEEDS_HISTORY = "predicted effects: need the stored history (not this source)"
+
+
+def with_cached(twin: TwinCache, config: DiagnosisConfig, d: Diagnosis) -> Diagnosis:
+    """``d`` with the effects its hints already have in the twin cache (no twin run)."""
+    settings = settings_of(d)
+    if not settings:
+        return d
+    return attach(d, cached_effects(twin, config, d.target, d.model_name, d.end, settings))
+
+
+def current_priced(
+    data: UiData, twin: TwinCache, target: str, model: str
+) -> Diagnosis | str | None:
+    """The stream's latest diagnosis with its hints' effects, priced now where not
+    cached (seconds of CPU each); None: it has no hint the twin models; a sentence: why
+    they cannot be priced on this source."""
+    intervals = getattr(data.source, "intervals", None)
+    found = data.current(target, model)
+    if found is None:
+        return None
+    window, d = found
+    settings = settings_of(d)
+    if not settings:
+        return None
+    if intervals is None:
+        return NEEDS_HISTORY
+    effects = stream_effects(
+        intervals,
+        window.target,
+        model,
+        settings,
+        now=window.end,
+        config=data.config,
+        cache=twin,
+        info=dict(window.info or {}),
+    )
+    return attach(d, effects)
+
+
+def priced_at(
+    data: UiData, twin: TwinCache, target: str, model: str, end: float, *, compute: bool
+) -> Diagnosis | None:
+    """The diagnosis of the window ending at ``end`` (with its changes), its hints
+    carrying the effects the twin has priced; with ``compute`` those not priced yet are
+    computed (seconds of CPU, then cached). None: no window there."""
+    found = data.diagnosis_at(target, model, end)
+    if found is None:
+        return None
+    window, d = found
+    intervals = getattr(data.source, "intervals", None)
+    if intervals is None:
+        return d
+    return priced(
+        d,
+        intervals,
+        config=data.config,
+        cache=twin,
+        info=dict(window.info or {}),
+        compute=compute,
+    )
