@@ -31,8 +31,10 @@ from app.model import Quantile
 from app.read.whatif import TILE_S, from_prometheus, from_scrapes, from_store
 from app.sources.recording import read_scrapes
 from app.sources.watch import observe
+from app.twin.drain import drain_of
 from app.twin.fit import FitError, Span, Twin, fit
 from app.twin.headroom import headroom
+from app.twin.incident import ROUTING, Drain, Incident, incident_of
 from app.twin.whatif import (
     CHANGES,
     SEEDS,
@@ -204,21 +206,52 @@ def run(args: argparse.Namespace) -> int:
     _progress(args, f"fitted on {twin.duration:.0f} s; replaying and predicting …")
     cal = calibrate(twin, span.whole, seeds=args.seeds)
     result = predict_from(cal, changes, knobs, notes=notes)
+    slo = config.slo_for(span.whole.target, span.whole.model_name)
+    incident = incident_of(span.tiles, slo.ttft_p99)
+    drain = None
+    if incident.growing:
+        _progress(args, "the queue grows: pricing the change's capacity …")
+        try:
+            drain = drain_of(incident, changes, cal, knobs)
+        except ValueError as exc:
+            return fail(exc)
     room = None
     if args.headroom:
         _progress(args, "searching the headroom …")
-        slo = config.slo_for(span.whole.target, span.whole.model_name)
-        room = headroom(cal, slo.ttft_p99, slo.itl_p99)
+        room = headroom(cal, slo.ttft_p99, slo.itl_p99, incident)
     if args.json:
         out = {"target": span.whole.target, "model_name": span.whole.model_name, **result.to_dict()}
+        out.update(regime_fields(incident, drain))
         if room is not None:
             out["headroom"] = room.to_dict()
         print(json.dumps(out, indent=2))
     else:
-        print(render(result, span))
+        print(render(result, span, incident, drain))
         if room is not None:
             print(f"\nheadroom: {room.text()}")
     return 0
+
+
+def regime_fields(incident: Incident, drain: Drain | None) -> dict[str, Any]:
+    """``regime``, and for a growing span ``incident`` and the fluid answer in
+    ``predicted`` (its p99s null: a growing queue has no steady p99 to predict)."""
+    out: dict[str, Any] = {"regime": incident.regime, "regime_why": incident.why}
+    if not incident.growing or drain is None:
+        return out
+    out["incident"] = incident.to_dict()
+    out["predicted"] = {
+        **{k: None for k in FIGURE_KEYS},
+        "drain_s": drain.to_dict()["drain_s"],
+        "under_slo_after_s": drain.to_dict()["under_slo_after_s"],
+        "still_grows_by": drain.to_dict()["still_grows_by"],
+        "drain": drain.to_dict(),
+    }
+    out["effect"] = {k: None for k in FIGURE_KEYS}
+    out["interval"] = {k: None for k in FIGURE_KEYS}
+    return out
+
+
+FIGURE_KEYS = ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99")
 
 
 def _cannot(args: argparse.Namespace, exc: Exception) -> int:
@@ -254,29 +287,67 @@ ROWS = (
 )
 
 
-def render(w: WhatIf, span: Span) -> str:
-    """The text report: the figures side by side, the fit in a few lines, the warnings."""
+def render(
+    w: WhatIf, span: Span, incident: Incident | None = None, drain: Drain | None = None
+) -> str:
+    """The text report: the incident's answer where the queue grows, the figures side by
+    side (each prediction with its replay error), the fit in a few lines, the warnings."""
     t = w.twin
     what = ", ".join(f"{k}={v}" for k, v in w.changes.items()) or "nothing (the replay only)"
     lines = [
         f"what if {what} — {span.whole.target} / {span.whole.model_name or '(no model)'}, "
         f"fitted on {t.duration:.0f} s",
         "",
-        f"{'':<16}{'measured':>12}{'replayed':>12}{'predicted':>12}   interval",
     ]
+    growing = incident is not None and incident.growing
+    if incident is not None and growing:
+        lines += [*incident_lines(incident, drain, what), ""]
+    lines.append(
+        f"{'':<16}{'measured':>12}{'replayed':>12}"
+        + ("" if growing else f"{'predicted':>12}   interval (replay error)")
+    )
     for label, name, unit in ROWS:
-        iv = w.interval.get(name)
-        band = "" if iv is None else f"{_q(iv[0], unit)} – {_q(iv[1], unit)}"
-        lines.append(
-            f"{label:<16}{_q(getattr(w.baseline, name), unit):>12}"
-            f"{_q(getattr(w.replay, name), unit):>12}{_q(getattr(w.predicted, name), unit):>12}"
-            f"   {band}"
-        )
+        row = f"{label:<16}{_q(getattr(w.baseline, name), unit):>12}"
+        row += f"{_q(getattr(w.replay, name), unit):>12}"
+        if not growing:
+            iv = w.interval.get(name)
+            band = "" if iv is None else f"{_q(iv[0], unit)} – {_q(iv[1], unit)}"
+            err = w.replay_errors.get(name)
+            band += "" if err is None else f" ({err:.0%})"
+            row += f"{_q(getattr(w.predicted, name), unit):>12}   {band}"
+        lines.append(row.rstrip())
+    if w.unreliable is not None and not growing:
+        lines.append(f"unreliable prediction: {w.unreliable}")
     lines += ["", *fit_lines(t, w)]
     warnings = [*t.warnings, *w.notes]
     if warnings:
         lines += ["", "warnings:", *(f"  - {x}" for x in warnings)]
     return "\n".join(lines)
+
+
+def incident_lines(incident: Incident, drain: Drain | None, what: str) -> list[str]:
+    """The growing span's answer in its own terms (``app.twin.incident``)."""
+    lam, mu = incident.arrival_rate, incident.completion_rate
+    assert lam is not None and mu is not None
+    good, bad = incident.replicas_range
+    need = incident.replicas_needed
+    lines = [
+        f"regime: growing — {incident.why}",
+        f"arrivals {lam.mid:.3g}/s ({lam.low:.3g}–{lam.high:.3g}), completions "
+        f"{mu.mid:.3g}/s per replica ({mu.low:.3g}–{mu.high:.3g}), {incident.backlog:.0f} "
+        f"queued, {incident.running:.0f} running",
+        "replicas needed to end the growth: "
+        + ("more than 64" if need is None else str(need))
+        + ("" if good == bad else f" ({good}–{bad} at the intervals' ends)"),
+    ]
+    if drain is not None:
+        lines.append(f"with {what}: {drain.text(incident.backlog, incident.slo_ttft)}")
+    lines += [
+        f"routing assumed: {ROUTING}",
+        "the p99s below are the span's, measured and replayed: a growing queue has no "
+        "steady p99 to predict",
+    ]
+    return lines
 
 
 def fit_lines(t: Twin, w: WhatIf) -> list[str]:

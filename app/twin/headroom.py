@@ -14,6 +14,13 @@ What breaks first is read from the twin at the first k that breaks (``Limit``):
 * ``decode``: ITL p99 breaks with no queue — every step carries more sequences and
   prompt chunks (decode is bandwidth-bound; prefill chunks interleave);
 * ``prefill``: TTFT p99 breaks with no queue — the prompts' own compute.
+
+Where the span's queue grows through its end (``app.twin.incident``) there is no traffic
+multiple to search: the server is past its limit now, and the queue is what broke. The
+answer is the capacity the traffic needs now, ``λ ÷ μ`` (×k of one replica's), and the
+replicas that end the growth — no twin run. Where a p99 is over its SLO without a
+growing queue, the search's multiple is below 1 and the answer is said as the capacity
+needed, ``1 ÷ k``.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from enum import StrEnum
 from typing import Any
 
 from app.twin.engine import Knobs
+from app.twin.incident import Incident
 from app.twin.whatif import Calibration, Figures, estimate
 
 TOLERANCE = 0.05  # the search stops when the bracket is narrower than 5 %
@@ -65,9 +73,23 @@ class Headroom:
     slo_itl_p99: float
     at_break: Figures | None
     evaluations: int
+    # A growing queue (module docstring): today's traffic needs ×needs_now capacity.
+    needs_now: float | None = None
+    replicas_needed: int | None = None
+    incident: Incident | None = None
 
     def text(self) -> str:
         """``1.6× today's traffic before TTFT p99 breaks 2 s; the queue breaks first``."""
+        if self.incident is not None and self.needs_now is not None:
+            inc = self.incident
+            lam, mu = inc.arrival_rate, inc.completion_rate
+            assert lam is not None and mu is not None
+            need = "more than 64" if self.replicas_needed is None else str(self.replicas_needed)
+            return (
+                f"needs ×{self.needs_now:.2g} capacity now: arrivals {lam.mid:.3g}/s against "
+                f"{mu.mid:.3g}/s one replica completes, and the queue grows; {need} "
+                f"replicas end the growth; {LIMIT_WORDS[Limit.QUEUE]}"
+            )
         if self.at_least:
             return (
                 f"at least {self.rate_scale:g}× today's traffic keeps TTFT p99 within "
@@ -83,8 +105,8 @@ class Headroom:
             if self.rate_scale <= 0:
                 return f"over its SLO even at {LOWEST:g}× today's traffic: {which}{first}"
             return (
-                f"over its SLO at today's traffic: {which} above {self.rate_scale:.2g}× of "
-                f"it{first}"
+                f"over its SLO now: needs ×{1 / self.rate_scale:.2g} capacity ({which} above "
+                f"{self.rate_scale:.2g}× today's traffic){first}"
             )
         return f"{self.rate_scale:.2g}× today's traffic before {which}{first}"
 
@@ -99,7 +121,18 @@ class Headroom:
             "at_break": None if self.at_break is None else self.at_break.to_dict(),
             "text": self.text(),
             "evaluations": self.evaluations,
+            "needs_now": self.capacity_now(),
+            "replicas_needed": self.replicas_needed,
+            "incident": None if self.incident is None else self.incident.to_dict(),
         }
+
+    def capacity_now(self) -> float | None:
+        """The capacity today's traffic needs, × today's (None: it has room)."""
+        if self.needs_now is not None:
+            return round(self.needs_now, 3)
+        if not self.at_least and 0 < self.rate_scale < 1.0:
+            return round(1 / self.rate_scale, 3)
+        return None
 
 
 def _s(v: float) -> str:
@@ -128,8 +161,20 @@ def limit_of(f: Figures, breaks: tuple[str, ...]) -> Limit:
     return Limit.DECODE
 
 
-def headroom(cal: Calibration, slo_ttft_p99: float, slo_itl_p99: float) -> Headroom:
-    """The search of the module docstring."""
+def headroom(
+    cal: Calibration,
+    slo_ttft_p99: float,
+    slo_itl_p99: float,
+    incident: Incident | None = None,
+) -> Headroom:
+    """The search of the module docstring (none where ``incident`` grows)."""
+    if incident is not None and incident.growing:
+        k = incident.capacity_needed()
+        if k is not None:
+            return Headroom(
+                1 / k, False, 1.0, ("ttft_p99",), Limit.QUEUE, slo_ttft_p99, slo_itl_p99,
+                None, 0, k, incident.replicas_needed, incident,
+            )  # fmt: skip
     memo: dict[float, tuple[str, ...]] = {}
     figures: dict[float, Figures] = {}
 

@@ -31,6 +31,9 @@ from app.twin.fit import Twin
 from app.twin.frontend import FrontEnd, fit_sigma, less_step_wait, ttft_quantiles
 
 MIN_ERROR = 0.10
+# A prediction whose replay misses the measured span by more than this is unreliable:
+# said so beside it, greyed in the UI and left out of alert text.
+UNRELIABLE = 0.25
 MAX_CORRECTION = 1.5
 # The figures a prediction multiplies by measured ÷ replayed (NVIDIA Dynamo's planner
 # corrects its predictions so): the inter-token ones, whose bias is the server's step
@@ -259,6 +262,11 @@ class WhatIf:
         errs = [e for e in self.replay_errors.values() if e is not None]
         return statistics.median(errs) if errs else None
 
+    @property
+    def unreliable(self) -> str | None:
+        """Why the prediction is not to be trusted (None: it may be)."""
+        return unreliable(self.replay_error)
+
     def to_dict(self) -> dict[str, Any]:
         fit = self.twin.to_dict()
         fit["replay_error"] = None if self.replay_error is None else round(self.replay_error, 4)
@@ -277,8 +285,21 @@ class WhatIf:
                 for k, v in self.interval.items()
             },
             "fit": fit,
+            "replay_error": fit["replay_error"],
+            "reliable": self.unreliable is None,
+            "unreliable": self.unreliable,
             "warnings": [*self.twin.warnings, *self.notes],
         }
+
+
+def unreliable(replay_error: float | None) -> str | None:
+    """``replay error 53 % (over 25 %): the twin does not reproduce this span`` or None."""
+    if replay_error is None or replay_error <= UNRELIABLE:
+        return None
+    return (
+        f"replay error {replay_error:.0%} (over {UNRELIABLE:.0%}): the twin does not "
+        "reproduce this span"
+    )
 
 
 @dataclass(frozen=True, slots=True)
