@@ -231,8 +231,9 @@ def target_fields(
 def _hint_line(h: Mapping[str, Any]) -> str:
     line = f"- {h.get('title', '')}: {h.get('action', '')}"
     effect = h.get("effect")
-    if isinstance(effect, Mapping) and effect.get("text"):
-        line += f" — {effect['text']}"  # the what-if twin's prediction (app.diagnose.effects)
+    # The what-if twin's prediction (app.diagnose.effects), unless marked unreliable.
+    if isinstance(effect, Mapping) and effect.get("text") and effect.get("reliable", True):
+        line += f" — {effect['text']}"
     return line
 
 

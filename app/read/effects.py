@@ -32,6 +32,12 @@ from app.diagnose.effects import Effect, Figure
 from app.evaluate.effects import attach, settings_of
 from app.model import Window
 from app.pacing import Pacer, paced
+from app.read.backlog import (
+    backlog_effect,
+    growing,
+    known_capacity,
+    priced_capacity,
+)
 from app.read.twincache import Intervals, TwinCache, bucket_end, fitted
 from app.twin.whatif import Calibration, ChangeError, knobs_for, predict_from
 
@@ -77,11 +83,30 @@ def stream_effects(
     config: DiagnosisConfig,
     cache: TwinCache | None = None,
     info: Mapping[str, str] | None = None,
+    shown: Window | None = None,
 ) -> dict[Setting, Effect]:
     """Each setting's effect on the stream's twin over its last 15 minutes (computed now
-    where not cached)."""
+    where not cached). With ``shown``, the window on the page: from its p99s, or — where
+    its queue grows — in the incident's terms (``app.read.backlog``)."""
     if not settings:
         return {}
+    if shown is not None:
+        inc = growing(intervals, shown, config)
+        if inc is not None:
+            return {
+                s: backlog_effect(
+                    inc,
+                    s,
+                    priced_capacity(
+                        intervals, target, model, s, now=now, config=config, cache=cache, info=info
+                    ),
+                )
+                for s in settings
+            }
+        steady = stream_effects(
+            intervals, target, model, settings, now=now, config=config, cache=cache, info=info
+        )
+        return rebased(steady, shown)
     slo = config.slo_for(target, model)
     f = fitted(intervals, target, model, now=now, config=config, cache=cache, info=dict(info or {}))
     out: dict[Setting, Effect] = {}
@@ -96,6 +121,17 @@ def stream_effects(
         key = _key(config, target, model, now, s)
         out[s] = cache.get(key, make) if cache is not None else make()
     return out
+
+
+def rebased(effects: Mapping[Setting, Effect], shown: Window) -> dict[Setting, Effect]:
+    """Each effect from the p99s ``shown`` (``Effect.rebased``)."""
+    ttft, itl = _p99(shown, "ttft"), _p99(shown, "itl")
+    return {s: e.rebased(ttft, itl) for s, e in effects.items()}
+
+
+def _p99(w: Window, signal: str) -> float | None:
+    q = w.quantiles.get(signal, {}).get("p99")
+    return None if q is None else q.value
 
 
 def _key(
@@ -124,6 +160,7 @@ class _Asked:
     settings: tuple[Setting, ...]
     info: Mapping[str, str]
     urgency: float = 0.0
+    growing: bool = False
 
 
 class TwinEffects:
@@ -159,11 +196,24 @@ class TwinEffects:
 
     def effects(self, window: Window, settings: Sequence[Setting]) -> Mapping[Setting, Effect]:
         target, model = window.target, window.model_name
-        found = cached_effects(self.cache, self.config, target, model, window.end, settings)
+        inc = growing(self.intervals, window, self.config)
+        found: dict[Setting, Effect] = {}
+        if inc is not None:  # the queue grows: the incident's terms, from the state now
+            for s in settings:
+                cap = known_capacity(self.cache, self.config, window, s)
+                if cap is not None:
+                    found[s] = backlog_effect(inc, s, cap)
+        else:
+            cached = cached_effects(self.cache, self.config, target, model, window.end, settings)
+            found = rebased(cached, window)
         missing = [s for s in settings if s not in found]
         if missing:
             asked = _Asked(
-                window.end, tuple(settings), dict(window.info or {}), urgency(window, self.config)
+                window.end,
+                tuple(settings),
+                dict(window.info or {}),
+                urgency(window, self.config),
+                inc is not None,
             )
             with self._lock:
                 self._queue.pop((target, model), None)
@@ -211,21 +261,33 @@ class TwinEffects:
             (target, model), asked = picked
             t0 = self._cpu()
             with paced(Pacer(self.pricing_share)):
-                found = stream_effects(
-                    self.intervals,
-                    target,
-                    model,
-                    asked.settings,
-                    now=asked.end,
-                    config=self.config,
-                    cache=self.cache,
-                    info=asked.info,
-                )
+                failed = self._price(target, model, asked)
             self.spent_s += self._cpu() - t0
             self.priced += 1
-            self.failed += bool(found) and all(e.error is not None for e in found.values())
+            self.failed += failed
             done += 1
         return done
+
+    def _price(self, target: str, model: str, asked: _Asked) -> bool:
+        """Price one queued stream; whether the twin could say nothing."""
+        if asked.growing:  # the engine settings' capacity (the traffic's need no twin)
+            caps = [
+                priced_capacity(self.intervals, target, model, s, now=asked.end,
+                                config=self.config, cache=self.cache, info=asked.info)
+                for s in asked.settings
+            ]  # fmt: skip
+            return bool(caps) and all(isinstance(c, str) for c in caps)
+        found = stream_effects(
+            self.intervals,
+            target,
+            model,
+            asked.settings,
+            now=asked.end,
+            config=self.config,
+            cache=self.cache,
+            info=asked.info,
+        )
+        return bool(found) and all(e.error is not None for e in found.values())
 
 
 def cached_effects(
@@ -254,9 +316,11 @@ def priced(
     info: Mapping[str, str] | None = None,
     now: float | None = None,
     compute: bool = True,
+    window: Window | None = None,
 ) -> Diagnosis:
     """``d`` with its hints' effects on the twin of the 15 minutes before ``now`` (default
-    ``d.end``): computed where ``compute``, else only those already cached."""
+    ``d.end``): computed where ``compute``, else only those already cached. With
+    ``window`` (the diagnosed one), from its p99s or in the incident's terms."""
     settings = settings_of(d)
     if not settings:
         return d
@@ -264,8 +328,17 @@ def priced(
     if not compute:
         if cache is None:
             return d
-        return attach(d, cached_effects(cache, config, d.target, d.model_name, at, settings))
+        cached = cached_effects(cache, config, d.target, d.model_name, at, settings)
+        return attach(d, cached if window is None else rebased(cached, window))
     found = stream_effects(
-        intervals, d.target, d.model_name, settings, now=at, config=config, cache=cache, info=info
+        intervals,
+        d.target,
+        d.model_name,
+        settings,
+        now=at,
+        config=config,
+        cache=cache,
+        info=info,
+        shown=window,
     )
     return attach(d, found)
