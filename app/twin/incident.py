@@ -81,16 +81,20 @@ class Drain:
     why_never: str | None = None
 
     def text(self, backlog: float, slo: float) -> str:
-        """``the 272 queued drain in ≈ 40 s; TTFT p99 under 2 s from ≈ 1 min`` or
-        ``still grows by 2.1 req/s: the queue never drains``."""
+        """``the 272 queued drain in ≈ 40 s (31–52 s); TTFT p99 under 2 s from ≈ 35 s
+        (27–46 s)`` or ``still grows by 2.1 req/s: the queue never drains``; the ranges are
+        the answers at μ's interval ends (their error)."""
         if self.drain_s is None:
             return f"still grows by {self.still_grows_by:.2g} req/s: the queue never drains"
-        out = f"the {backlog:.0f} queued drain in ≈ {_dur(self.drain_s)}"
+        out = f"the {backlog:.0f} queued drain in ≈ {_dur(self.drain_s)}{_span(self.drain_range)}"
         if self.under_slo_after_s is None:
             return out + f"; TTFT p99 stays over {_slo(slo)} ({self.why_never})"
         if self.under_slo_after_s <= 0:
             return out + f"; TTFT p99 under {_slo(slo)} at once"
-        return out + f"; TTFT p99 under {_slo(slo)} from ≈ {_dur(self.under_slo_after_s)}"
+        return (
+            out + f"; TTFT p99 under {_slo(slo)} from ≈ {_dur(self.under_slo_after_s)}"
+            f"{_span(self.under_slo_range)}"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -225,6 +229,15 @@ def _dur(s: float) -> str:
     if s < 5400:
         return f"{s / 60:.1f} min"
     return f"{s / 3600:.1f} h"
+
+
+def _span(r: tuple[float | None, float | None]) -> str:
+    lo, hi = r
+    if lo is None and hi is None:
+        return ""
+    if hi is None:
+        return f" ({_dur(lo or 0.0)} – never)"
+    return f" ({_dur(lo or 0.0)}–{_dur(hi)})"
 
 
 def _slo(s: float) -> str:
