@@ -28,9 +28,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import itertools
-import math
-import random
 import sys
 import tempfile
 import time
@@ -41,11 +38,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from app.read.whatif import from_scrapes  # noqa: E402
-from app.sim.engine import INTERVAL_S, Replica  # noqa: E402
-from app.sim.exposition import TextWriter, replica_families  # noqa: E402
-from app.sim.scenario import Scenario, from_tree, read_tree  # noqa: E402
-from app.sim.scheduler import Request  # noqa: E402
-from app.sim.workload import sample_request  # noqa: E402
+from app.sim.scale_out import record_until, scale_out  # noqa: E402
+from app.sim.scenario import from_tree, read_tree  # noqa: E402
 from app.sources.recording import read_scrapes  # noqa: E402
 from app.twin.incident import incident_of  # noqa: E402
 
@@ -53,9 +47,6 @@ SURGE_AT = 120.0
 GROWN = 120.0
 HORIZON = 900.0
 SLO_TTFT = 2.0
-BUCKET_S = 10.0
-SPARE = 0.05
-EPOCH = 1764403200.0
 # (surge ×, base load): the base load is the scenario's share of the replica's capacity.
 CASES: tuple[tuple[float, float], ...] = ((2.0, 0.6), (3.0, 0.6), (4.0, 0.4), (6.0, 0.4))
 REPLICAS = (1, 2, 3, 4, 5)
@@ -73,100 +64,19 @@ def _tree(surge: float, load: float) -> dict[str, Any]:
     return t
 
 
-def _silent(r: Replica) -> None:
-    """Stop a replica's own arrivals: from now on the router submits them."""
-    r.next_arrival = math.inf
-    r._draw = lambda t: math.inf  # type: ignore[method-assign]
-
-
-def _record(sc: Scenario, seed: int, out: Path) -> Replica:
-    r = Replica(sc, seed=seed)
-    writer = TextWriter(replica_families(r), created_ts=EPOCH)
-    out.mkdir(parents=True, exist_ok=True)
-    for k in range(int((SURGE_AT + GROWN) // INTERVAL_S) + 1):
-        t = k * INTERVAL_S
-        r.advance_to(t)
-        (out / f"{EPOCH + t:.3f}.prom").write_bytes(writer.render())
-    return r
-
-
-def truth(sc: Scenario, seed: int, n: int) -> dict[str, float | None]:
-    """The simulated replay of N replicas from the change (module docstring)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        first = _record(sc, seed, Path(tmp) / "rec")
-    t0 = SURGE_AT + GROWN
-    _silent(first)
-    backlog0 = len(first.sched.waiting)
-    others = []
-    for k in range(n - 1):
-        o = Replica(sc, seed=seed + 100 + k)
-        _silent(o)
-        o.advance_to(t0)
-        others.append(o)
-    fleet = [first, *others]
-    cfg = sc.phase_at(t0)[0].config
-    rate = cfg.workload.rate_segment(t0)[0]
-    rng, lengths = random.Random(seed * 7 + n), random.Random(seed * 11 + n)
-    sent: list[Request] = []
-    drained: float | None = None
-    t, turn = t0, itertools.cycle(range(n))
-    while True:
-        t += rng.expovariate(rate)
-        if t > t0 + HORIZON:
-            break
-        for r in fleet:
-            r.advance_to(t)
-        if drained is None and not first.sched.waiting:
-            drained = first.now - t0
-        d = sample_request(lengths, cfg.workload, cfg.engine.max_model_len, cfg.engine.block_size)
-        sent.append(
-            fleet[next(turn)].submit(
-                d.prompt_len, d.output_len, d.max_tokens, at=t, prefix=d.prefix_tokens
-            )
-        )
-    backlog_end = len(first.sched.waiting)
-    for r in fleet:
-        r.advance_to(t0 + HORIZON + 300.0)
-    return {
-        "ended": float(backlog_end < backlog0),
-        "drain_s": drained,
-        "under_slo_s": _under_slo(sent, t0),
-        "backlog0": float(backlog0),
-    }
-
-
-def _under_slo(sent: list[Request], t0: float) -> float | None:
-    """The start of the first ``BUCKET_S`` bucket of arrivals from which the TTFT p99 of
-    each bucket is under the SLO (all but ``SPARE`` of the later buckets: a queue near
-    its limit spills over now and then)."""
-    buckets: dict[int, list[float]] = {}
-    for r in sent:
-        ttft = math.inf if r.first_token is None else r.first_token - r.arrival
-        buckets.setdefault(int((r.arrival - t0) // BUCKET_S), []).append(ttft)
-    keys = sorted(buckets)
-    over = []
-    for k in keys:
-        v = sorted(buckets[k])
-        over.append(v[min(len(v) - 1, math.ceil(0.99 * len(v)) - 1)] > SLO_TTFT)
-    for i, k in enumerate(keys):
-        later = over[i:]
-        if not over[i] and sum(later) <= SPARE * len(later):
-            return k * BUCKET_S
-    return None
-
-
 def run_case(args: tuple[float, float, int]) -> dict[str, Any]:
     surge, load, seed = args
     started = time.perf_counter()
     sc = from_tree(_tree(surge, load))
+    at = SURGE_AT + GROWN
     with tempfile.TemporaryDirectory() as tmp:
-        _record(sc, seed, Path(tmp) / "rec")
+        record_until(sc, seed, at, Path(tmp) / "rec")
         span = from_scrapes(read_scrapes(Path(tmp) / "rec"))
     inc = incident_of(span.tiles, SLO_TTFT)
     rows = []
     for n in REPLICAS:
         pred = inc.drain(n) if inc.growing else None
-        rows.append((n, pred, truth(sc, seed, n)))
+        rows.append((n, pred, scale_out(sc, seed, at, n, horizon=HORIZON, slo_ttft=SLO_TTFT)))
     return {
         "surge": surge,
         "load": load,
@@ -201,7 +111,7 @@ def main() -> int:
     right, errs = 0, []
     for r in out:
         inc = r["incident"]
-        sim_needed = next((n for n, _, t in r["rows"] if t["ended"]), None)
+        sim_needed = next((n for n, _, t in r["rows"] if t.ended), None)
         ok = inc.replicas_needed == sim_needed
         right += ok
         lam, mu = inc.arrival_rate, inc.completion_rate
@@ -209,14 +119,14 @@ def main() -> int:
         for n, pred, t in r["rows"]:
             if pred is None or n < (sim_needed or 99):
                 continue
-            p_u, s_u = pred.under_slo_after_s, t["under_slo_s"]
+            p_u, s_u = pred.under_slo_after_s, t.under_slo_s
             err = None
             if p_u is not None and s_u is not None:
                 err = abs(p_u - s_u) / max(s_u, 30.0)
                 errs.append(err)
             print(f"×{r['surge']:<7g}{fitted:<22}{inc.backlog:>8.0f}"
                   f"{inc.replicas_needed or 0:>8}{sim_needed or 0:>5}{'' if ok else ' ✗'}   "
-                  f"{n:>2} {_fmt(pred.drain_s) + ' / ' + _fmt(t['drain_s']):>18} "
+                  f"{n:>2} {_fmt(pred.drain_s) + ' / ' + _fmt(t.drain_s):>18} "
                   f"{_fmt(p_u) + ' / ' + _fmt(s_u):>22} "
                   f"{'n/a' if err is None else f'{err:.0%}':>6}")  # fmt: skip
     within = sum(e <= 0.30 for e in errs)

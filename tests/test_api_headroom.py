@@ -67,7 +67,8 @@ def test_a_targets_headroom_says_what_breaks_first_and_is_kept(
     assert body["error"] is None and body["model_name"] == MODEL
     room = body["headroom"]
     assert room["rate_scale"] < 1 and room["limit"] == "queue"
-    assert room["text"].startswith("over its SLO at today's traffic: TTFT p99 breaks 2 s")
+    assert room["text"].startswith("over its SLO now: needs ×")
+    assert "(TTFT p99 breaks 2 s above" in room["text"]
     assert body["end"] - body["start"] == 900
     cache = client.app.state.service.twin_cache  # type: ignore[attr-defined]
     computed = cache.computed

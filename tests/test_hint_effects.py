@@ -37,16 +37,20 @@ def _effect(ttft: tuple[float, float], itl: tuple[float, float], slo_itl: float 
 def test_the_verdict_and_the_words_of_an_effect() -> None:
     helps = _effect((39.0, 2.1), (0.040, 0.0432))
     assert helps.verdict is Verdict.HELPS and not helps.flagged
-    assert helps.text() == "predicted: TTFT p99 39 s → 2.1 s (1.68–2.73 s), ITL p99 +8 %"
+    assert helps.text() == (
+        "predicted: TTFT p99 39 s → 2.1 s (1.68–2.73 s), ITL p99 +8 % (replay error 5%)"
+    )
     nothing = _effect((1.0, 1.02), (0.040, 0.041))
     assert nothing.verdict is Verdict.NO_EFFECT and nothing.flagged
     assert nothing.text().startswith("predicted to change nothing: TTFT p99 +2 %")
     harms = _effect((1.0, 1.0), (0.040, 0.090))
     assert harms.verdict is Verdict.HARMS and harms.flagged
-    assert harms.text() == "predicted to harm: TTFT p99 +0 %, ITL p99 40 ms → 90 ms (81–99 ms)"
+    assert harms.text() == (
+        "predicted to harm: TTFT p99 +0 %, ITL p99 40 ms → 90 ms (81–99 ms) (replay error 5%)"
+    )
     trade = _effect((10.0, 1.0), (0.040, 0.150))
     assert trade.verdict is Verdict.HELPS
-    assert trade.text().endswith("— trade-off: ITL p99 over its SLO")
+    assert trade.text().endswith("— trade-off: ITL p99 over its SLO (replay error 5%)")
     cannot = Effect("replicas=2", None, None, error="the span has no TTFT or ITL histogram")
     assert cannot.verdict is None and not cannot.flagged
     assert cannot.to_dict()["text"].startswith("predicted effect: cannot tell — the span")

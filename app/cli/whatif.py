@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         room = headroom(cal, slo.ttft_p99, slo.itl_p99, incident)
     if args.json:
         out = {"target": span.whole.target, "model_name": span.whole.model_name, **result.to_dict()}
-        out.update(regime_fields(incident, drain))
+        out.update(regime_fields(result, incident, drain))
         if room is not None:
             out["headroom"] = room.to_dict()
         print(json.dumps(out, indent=2))
@@ -232,22 +232,28 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def regime_fields(incident: Incident, drain: Drain | None) -> dict[str, Any]:
+def regime_fields(w: WhatIf, incident: Incident, drain: Drain | None) -> dict[str, Any]:
     """``regime``, and for a growing span ``incident`` and the fluid answer in
-    ``predicted`` (its p99s null: a growing queue has no steady p99 to predict)."""
+    ``predicted``: a change that drains the queue keeps the twin's p99s (the steady state
+    once the backlog is gone), one that does not has none (a growing queue has no steady
+    p99)."""
     out: dict[str, Any] = {"regime": incident.regime, "regime_why": incident.why}
     if not incident.growing or drain is None:
         return out
+    d = drain.to_dict()
     out["incident"] = incident.to_dict()
+    predicted = w.predicted.to_dict()
+    if drain.drain_s is None:
+        predicted.update({k: None for k in FIGURE_KEYS})
+        out["effect"] = {k: None for k in FIGURE_KEYS}
+        out["interval"] = {k: None for k in FIGURE_KEYS}
     out["predicted"] = {
-        **{k: None for k in FIGURE_KEYS},
-        "drain_s": drain.to_dict()["drain_s"],
-        "under_slo_after_s": drain.to_dict()["under_slo_after_s"],
-        "still_grows_by": drain.to_dict()["still_grows_by"],
-        "drain": drain.to_dict(),
+        **predicted,
+        "drain_s": d["drain_s"],
+        "under_slo_after_s": d["under_slo_after_s"],
+        "still_grows_by": d["still_grows_by"],
+        "drain": d,
     }
-    out["effect"] = {k: None for k in FIGURE_KEYS}
-    out["interval"] = {k: None for k in FIGURE_KEYS}
     return out
 
 
@@ -302,21 +308,22 @@ def render(
     growing = incident is not None and incident.growing
     if incident is not None and growing:
         lines += [*incident_lines(incident, drain, what), ""]
+    steady = not growing or (drain is not None and drain.drain_s is not None)
     lines.append(
         f"{'':<16}{'measured':>12}{'replayed':>12}"
-        + ("" if growing else f"{'predicted':>12}   interval (replay error)")
+        + (f"{'predicted':>12}   interval (replay error)" if steady else "")
     )
     for label, name, unit in ROWS:
         row = f"{label:<16}{_q(getattr(w.baseline, name), unit):>12}"
         row += f"{_q(getattr(w.replay, name), unit):>12}"
-        if not growing:
+        if steady:
             iv = w.interval.get(name)
             band = "" if iv is None else f"{_q(iv[0], unit)} – {_q(iv[1], unit)}"
             err = w.replay_errors.get(name)
             band += "" if err is None else f" ({err:.0%})"
             row += f"{_q(getattr(w.predicted, name), unit):>12}   {band}"
         lines.append(row.rstrip())
-    if w.unreliable is not None and not growing:
+    if w.unreliable is not None and steady:
         lines.append(f"unreliable prediction: {w.unreliable}")
     lines += ["", *fit_lines(t, w)]
     warnings = [*t.warnings, *w.notes]
@@ -344,8 +351,11 @@ def incident_lines(incident: Incident, drain: Drain | None, what: str) -> list[s
         lines.append(f"with {what}: {drain.text(incident.backlog, incident.slo_ttft)}")
     lines += [
         f"routing assumed: {ROUTING}",
-        "the p99s below are the span's, measured and replayed: a growing queue has no "
-        "steady p99 to predict",
+        (
+            "predicted: the steady state once the backlog has drained"
+            if drain is not None and drain.drain_s is not None
+            else "no predicted p99: the queue keeps growing, it has no steady p99"
+        ),
     ]
     return lines
 

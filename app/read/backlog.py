@@ -31,19 +31,24 @@ def growing(intervals: Intervals, window: Window, config: DiagnosisConfig) -> In
     queue in the window at all — then nothing is read)."""
     if (window.derived.waiting_avg or 0.0) < QUEUED:
         return None
-    end = window.end
+    return growing_at(intervals, window.target, window.model_name, window.end, config)
+
+
+def growing_at(
+    intervals: Intervals, target: str, model: str, end: float, config: DiagnosisConfig
+) -> Incident | None:
+    """The stream's incident at ``end`` when its queue grows (None: steady)."""
     start = end - LOOKBACK_S
     tiles = windows(
-        intervals(window.target, window.model_name, start, end),
+        intervals(target, model, start, end),
         start=start,
         end=end,
         length=TILE_S,
         step=TILE_S,
-        target=window.target,
-        model_name=window.model_name,
+        target=target,
+        model_name=model,
     )
-    slo = config.slo_for(window.target, window.model_name)
-    inc = incident_of(tiles, slo.ttft_p99)
+    inc = incident_of(tiles, config.slo_for(target, model).ttft_p99)
     return inc if inc.growing else None
 
 

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.diagnose.config import DiagnosisConfig
+from app.read.backlog import LOOKBACK_S, growing_at
 from app.read.twincache import Intervals, TwinCache, bucket_end, fitted, info_key
-from app.twin.headroom import Headroom, headroom
+from app.twin.headroom import Headroom, growing_headroom, headroom
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +61,10 @@ def stream_headroom(
     ``info``: the page's ``cache_config_info`` (None: the cache's ``pages`` finds it)."""
     slo = config.slo_for(target, model)
     page = cache.info(target, model, info) if cache is not None else dict(info or {})
+    inc = growing_at(intervals, target, model, now, config)
+    if inc is not None:  # the queue grows now: the capacity it needs, no twin run
+        room = growing_headroom(inc, slo.ttft_p99, slo.itl_p99)
+        return StreamHeadroom(target, model, now - LOOKBACK_S, now, room)
 
     def make() -> StreamHeadroom:
         f = fitted(intervals, target, model, now=now, config=config, cache=cache, info=page)

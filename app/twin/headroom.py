@@ -161,6 +161,17 @@ def limit_of(f: Figures, breaks: tuple[str, ...]) -> Limit:
     return Limit.DECODE
 
 
+def growing_headroom(incident: Incident, slo_ttft: float, slo_itl: float) -> Headroom | None:
+    """A growing queue's headroom: the capacity the traffic needs now (no twin run)."""
+    k = incident.capacity_needed()
+    if not incident.growing or k is None:
+        return None
+    return Headroom(
+        1 / k, False, 1.0, ("ttft_p99",), Limit.QUEUE, slo_ttft, slo_itl, None, 0, k,
+        incident.replicas_needed, incident,
+    )  # fmt: skip
+
+
 def headroom(
     cal: Calibration,
     slo_ttft_p99: float,
@@ -169,12 +180,9 @@ def headroom(
 ) -> Headroom:
     """The search of the module docstring (none where ``incident`` grows)."""
     if incident is not None and incident.growing:
-        k = incident.capacity_needed()
-        if k is not None:
-            return Headroom(
-                1 / k, False, 1.0, ("ttft_p99",), Limit.QUEUE, slo_ttft_p99, slo_itl_p99,
-                None, 0, k, incident.replicas_needed, incident,
-            )  # fmt: skip
+        room = growing_headroom(incident, slo_ttft_p99, slo_itl_p99)
+        if room is not None:
+            return room
     memo: dict[float, tuple[str, ...]] = {}
     figures: dict[float, Figures] = {}
 
