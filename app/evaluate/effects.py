@@ -65,7 +65,10 @@ def with_effects(
     def step(w: Window, d: Diagnosis) -> Diagnosis:
         if compare is not None:
             d = compare(w, d)
-        settings = settings_of(d)
-        return attach(d, source.effects(w, settings)) if settings else d
+        if d.cls not in PROBLEM_CLASSES:
+            return d
+        # Asked for every problem stream, settings or none: the source also prepares its
+        # headroom in the background, so a page never waits on a fit.
+        return attach(d, source.effects(w, settings_of(d)))
 
     return step

@@ -15,7 +15,13 @@ stream of a large fleet every 5 minutes (a twin is 0.5–2 s of CPU: 1,000 strea
 need several cores), so it prices the worst first: the stream whose TTFT or ITL p99 is
 furthest over its SLO (:func:`urgency` — the streams an on-call engineer is paged for),
 the newest among equals; past twice :data:`MAX_QUEUED` streams the queue is cut back to
-the :data:`MAX_QUEUED` most urgent.
+the :data:`MAX_QUEUED` most urgent. Pricing a stream also prepares its headroom
+(``app.read.headroom``, the same twin), so the target page never waits on a fit.
+
+An effect is said from the window it is shown beside: the twin's ratio applied to that
+window's p99s (:func:`rebased`), or — where that window's queue grows — in the
+incident's terms read at its end (``app.read.backlog``), with only an engine setting's
+capacity left to the job.
 """
 
 from __future__ import annotations
@@ -38,11 +44,13 @@ from app.read.backlog import (
     known_capacity,
     priced_capacity,
 )
+from app.read.headroom import stream_headroom
 from app.read.twincache import Intervals, TwinCache, bucket_end, fitted
 from app.twin.whatif import Calibration, ChangeError, knobs_for, predict_from
 
 Setting = tuple[str, float]
 MAX_QUEUED = 256
+MAX_ROOMS = 16384
 DEFAULT_CPU_SHARE = 0.02
 # While it prices a stream, the job takes at most this share of the interpreter: a twin is
 # seconds of CPU in one go, and a thread that runs that long slows every scrape round
@@ -192,6 +200,8 @@ class TwinEffects:
         self.priced = 0
         self.failed = 0  # priced streams whose twin could say nothing (every effect an error)
         self._queue: OrderedDict[tuple[str, str], _Asked] = OrderedDict()
+        # Streams whose headroom is prepared for a bucket (app.read.headroom's cache).
+        self._rooms: set[tuple[str, str, float]] = set()
         self._lock = threading.Lock()
 
     def effects(self, window: Window, settings: Sequence[Setting]) -> Mapping[Setting, Effect]:
@@ -207,7 +217,8 @@ class TwinEffects:
             cached = cached_effects(self.cache, self.config, target, model, window.end, settings)
             found = rebased(cached, window)
         missing = [s for s in settings if s not in found]
-        if missing:
+        room = (target, model, bucket_end(window.end))
+        if missing or room not in self._rooms:
             asked = _Asked(
                 window.end,
                 tuple(settings),
@@ -269,7 +280,21 @@ class TwinEffects:
         return done
 
     def _price(self, target: str, model: str, asked: _Asked) -> bool:
-        """Price one queued stream; whether the twin could say nothing."""
+        """Price one queued stream, and prepare its headroom; whether the twin could say
+        nothing."""
+        stream_headroom(
+            self.intervals,
+            target,
+            model,
+            now=asked.end,
+            config=self.config,
+            cache=self.cache,
+            info=asked.info or None,
+        )
+        with self._lock:
+            if len(self._rooms) >= MAX_ROOMS:
+                self._rooms.clear()
+            self._rooms.add((target, model, bucket_end(asked.end)))
         if asked.growing:  # the engine settings' capacity (the traffic's need no twin)
             caps = [
                 priced_capacity(self.intervals, target, model, s, now=asked.end,

@@ -1,5 +1,5 @@
-"""Headroom of a stream, or of a fleet's replicas, for the API and the UI (on demand,
-cached).
+"""Headroom of a stream, or of a fleet's replicas, for the API and the UI (prepared in
+the background for the problem streams, cached).
 
 A stream's headroom (:mod:`app.twin.headroom`) is computed on the twin fitted to its last
 ``LOOKBACK_S`` seconds (``app.read.twincache``: the twin shared with the hints' effects),
@@ -7,7 +7,11 @@ at the stream's SLOs (``DiagnosisConfig.slo_for``), its server settings (``serve
 and the page's ``cache_config_info`` (its KV pool: the latest stored snapshot's,
 ``app.read.twincache.page_info``). A twin run costs seconds of CPU, so a result is kept
 per stream, settings, page info and ``BUCKET_S`` of time: asked again within the same 5
-minutes, it is served from the cache; nothing is computed unless asked. A fleet's headroom is its
+minutes, it is served from the cache. The hints' pricing job (``app.read.effects``)
+prepares it for every stream with a problem class, so a page finds it ready; another
+stream's is computed when asked. A stream whose queue grows now needs no twin: its
+headroom is the capacity the traffic needs (``app.twin.headroom.growing_headroom``,
+read at ``now`` from the last minutes, ``app.read.backlog``). A fleet's headroom is its
 tightest replica's: traffic spread evenly grows on every replica alike.
 """
 
