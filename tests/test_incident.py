@@ -100,9 +100,7 @@ def test_the_fluid_answer_drains_at_mu_minus_lambda_over_n() -> None:
     mu = inc.completion_rate.mid if inc.completion_rate else 0.0
     assert two.drain_s == pytest.approx(inc.backlog / (mu - 8.0))
     # TTFT under the SLO once the backlog ahead, admitted at μ, waits less than SLO − floor.
-    assert two.under_slo_after_s == pytest.approx(
-        (inc.backlog - (SLO - 0.3) * mu) / (mu - 8.0)
-    )
+    assert two.under_slo_after_s == pytest.approx((inc.backlog - (SLO - 0.3) * mu) / (mu - 8.0))
     assert two.still_grows_by == 0
     lo, hi = two.drain_range
     assert lo is not None and hi is not None and lo < two.drain_s < hi
