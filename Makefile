@@ -87,6 +87,7 @@ bench: $(STAMP) sysdeps
 	$(BIN)/python bench/diagnosis.py
 	$(BIN)/python bench/whatif.py
 	$(BIN)/python bench/headroom.py
+	$(BIN)/python bench/incident.py
 	$(BIN)/python bench/slo_memory.py
 	$(BIN)/python bench/scale.py --targets 10 --duration 300
 	$(BIN)/python bench/scale.py --targets 100 --duration 300
