@@ -28,12 +28,9 @@ long the history.
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 
-from app.model import GaugeStats, IntervalDelta, Window
-from app.windows.assemble import window_of_sums
+from app.model import IntervalDelta, Window
 from app.windows.derived import (
     derive,
     finished_requests,
@@ -42,7 +39,7 @@ from app.windows.derived import (
     prefix_hit_ratio,
     quantile,
 )
-from app.windows.exact import ExactSum, HistogramSum
+from app.windows.sliding import WindowSums, count
 
 # A gauge sample: (time, {signal: value}).
 GaugeSample = tuple[float, Mapping[str, float]]
@@ -60,53 +57,9 @@ __all__ = [
 ]
 
 
-@dataclass
-class _GaugeAcc:
-    """Samples of one gauge in the window: FIFO of (seq, value), running sum, max deque."""
-
-    samples: deque[tuple[int, float]] = field(default_factory=deque)
-    total: ExactSum = field(default_factory=ExactSum)
-    maxq: deque[tuple[int, float]] = field(default_factory=deque)
-
-    def add(self, seq: int, v: float) -> None:
-        self.samples.append((seq, v))
-        self.total.add(v)
-        while self.maxq and self.maxq[-1][1] <= v:
-            self.maxq.pop()
-        self.maxq.append((seq, v))
-
-    def remove_oldest(self) -> None:
-        seq, v = self.samples.popleft()
-        self.total.sub(v)
-        if self.maxq and self.maxq[0][0] == seq:
-            self.maxq.popleft()
-
-    def stats(self) -> GaugeStats:
-        samples = self.samples
-        return GaugeStats(
-            avg=self.total.value() / len(samples),
-            max=self.maxq[0][1],
-            last=samples[-1][1],
-            first=samples[0][1],
-        )
-
-
-class _Accumulator:
-    """What is in the window now. Deltas and samples leave in the order they came in."""
-
-    def __init__(self) -> None:
-        # signal -> layout -> summed deltas; signal -> FIFO of the layouts of its deltas
-        self.hist: dict[str, dict[tuple[float, ...], HistogramSum]] = {}
-        self.hist_order: dict[str, deque[tuple[float, ...]]] = {}
-        self.counters: dict[str, ExactSum] = {}
-        self.counter_members: Counter[str] = Counter()
-        self.missing: Counter[str] = Counter()
-        self.covered = ExactSum()
-        self.intervals = 0
-        self.resets = 0
-        self.gauges: dict[str, _GaugeAcc] = {}
-        self.gauge_seq = 0
-        self.gauge_times: deque[float] = deque()
+class _Accumulator(WindowSums):
+    """What is in the window now: deltas, and gauge samples (one per delta, or given),
+    each sample a piece of its gauge. They leave in the order they came in."""
 
     # -- deltas ---------------------------------------------------------------------
     def add_delta(self, d: IntervalDelta) -> None:
@@ -120,78 +73,37 @@ class _Accumulator:
         self.resets += sign if d.reset else 0
         self.covered.update(d.end - d.start, sign)
         for name in d.missing:
-            self._count(self.missing, name, sign)
+            count(self.missing, name, sign)
         for name, hd in d.histograms.items():
-            layouts = self.hist.setdefault(name, {})
-            order = self.hist_order.setdefault(name, deque())
-            acc = layouts.get(hd.bounds)
-            if acc is None:
-                acc = layouts[hd.bounds] = HistogramSum()
-            acc.apply(hd, sign)
-            if sign > 0:
-                order.append(hd.bounds)
-            else:
-                order.popleft()
-                if acc.members == 0:
-                    del layouts[hd.bounds]
-                if not order:
-                    del self.hist[name], self.hist_order[name]
+            self.histogram(name, hd.bounds).apply(hd, sign)
+            if sign < 0:
+                self.drop_if_empty(name, hd.bounds)
+            self.latest_layout(name, hd.bounds, sign)
         for name, value in d.counters.items():
-            c = self.counters.get(name)
-            if c is None:
-                c = self.counters[name] = ExactSum()
-            c.update(value, sign)
-            self._count(self.counter_members, name, sign)
-            if name not in self.counter_members:
-                del self.counters[name]
-
-    @staticmethod
-    def _count(counter: Counter[str], name: str, sign: int) -> None:
-        counter[name] += sign
-        if counter[name] == 0:
-            del counter[name]
+            self.counter(name).update(value, sign)
+            self.counted(name, sign)
 
     # -- gauges ---------------------------------------------------------------------
     def add_gauges(self, ts: float, values: Mapping[str, float]) -> None:
-        seq = self.gauge_seq
-        self.gauge_seq += 1
-        self.gauge_times.append(ts)
+        seq = self.seq
+        self.seq += 1
+        self.times.append((ts, ts))
         for name, v in values.items():
             if math.isnan(v):
                 continue
-            g = self.gauges.get(name)
-            if g is None:
-                g = self.gauges[name] = _GaugeAcc()
-            g.add(seq, v)
+            g = self.gauge(name)
+            g.total.add(v)
+            g.add(seq, v, v, v, 1)
 
     def remove_gauges(self, values: Mapping[str, float]) -> None:
-        self.gauge_times.popleft()
+        self.times.popleft()
         for name, v in values.items():
             if math.isnan(v):
                 continue
             g = self.gauges[name]
-            g.remove_oldest()
-            if not g.samples:
-                del self.gauges[name]
-
-    # -- result ---------------------------------------------------------------------
-    def window(self, *, target: str, model_name: str, start: float, end: float) -> Window:
-        times = self.gauge_times
-        return window_of_sums(
-            target=target,
-            model_name=model_name,
-            start=start,
-            end=end,
-            hist=self.hist,
-            latest={name: order[-1] for name, order in self.hist_order.items()},
-            counters=self.counters,
-            gauges={name: g.stats() for name, g in self.gauges.items()},
-            missing=self.missing.keys(),
-            covered=self.covered,
-            intervals=self.intervals,
-            resets=self.resets,
-            gauge_span=times[-1] - times[0] if len(times) > 1 else 0.0,
-        )
+            g.total.sub(v)
+            g.remove_oldest(1)
+            self.gauge_done(name)
 
 
 def _sorted_deltas(deltas: Iterable[IntervalDelta]) -> list[IntervalDelta]:
@@ -269,7 +181,7 @@ def windows(
         if not w_end <= end:
             break
         w_start = w_end - length
-        if disjoint and acc.intervals + acc.gauge_seq:  # nothing carries over: start afresh
+        if disjoint and acc.intervals + acc.seq:  # nothing carries over: start afresh
             acc = _Accumulator()
             while d_hi and ordered[d_hi - 1].end > w_start:  # a rounded edge: re-add
                 d_hi -= 1

@@ -9,66 +9,19 @@ maxima, the first and last samples are the oldest and newest roll-up's.
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 
-from app.model import GaugeStats, Window
-from app.windows.assemble import window_of_sums
-from app.windows.exact import ExactSum, HistogramSum
-from app.windows.rollup import GaugeRoll, Layout, Rollup, RollupPart
+from app.model import Window
+from app.windows.rollup import Rollup, RollupPart
+from app.windows.sliding import WindowSums, count
 
 __all__ = ["iter_rollup_windows", "rollup_windows"]
 
 
-@dataclass
-class _GaugeParts:
-    """One gauge over the roll-ups in a sliding window (as ``aggregate._GaugeAcc``)."""
-
-    parts: deque[tuple[int, GaugeRoll]] = field(default_factory=deque)
-    total: ExactSum = field(default_factory=ExactSum)
-    count: int = 0
-    maxq: deque[tuple[int, float]] = field(default_factory=deque)
-
-    def add(self, seq: int, g: GaugeRoll) -> None:
-        self.parts.append((seq, g))
-        self.total.merge(g.total)
-        self.count += g.count
-        while self.maxq and self.maxq[-1][1] <= g.max:
-            self.maxq.pop()
-        self.maxq.append((seq, g.max))
-
-    def remove_oldest(self) -> None:
-        seq, g = self.parts.popleft()
-        self.total.merge(g.total, -1)
-        self.count -= g.count
-        if self.maxq and self.maxq[0][0] == seq:
-            self.maxq.popleft()
-
-    def stats(self) -> GaugeStats:
-        return GaugeStats(
-            avg=self.total.value() / self.count,
-            max=self.maxq[0][1],
-            last=self.parts[-1][1].last,
-            first=self.parts[0][1].first,
-        )
-
-
-class _Sliding:
-    """The roll-ups in the window now; they leave in the order they came in."""
-
-    def __init__(self) -> None:
-        self.hist: dict[str, dict[Layout, HistogramSum]] = {}
-        self.hist_order: dict[str, deque[Layout]] = {}
-        self.counters: dict[str, ExactSum] = {}
-        self.counter_members: Counter[str] = Counter()
-        self.missing: Counter[str] = Counter()
-        self.covered = ExactSum()
-        self.intervals = 0
-        self.resets = 0
-        self.gauges: dict[str, _GaugeParts] = {}
-        self.seq = 0
-        self.times: deque[tuple[float, float]] = deque()
+class _Sliding(WindowSums):
+    """The roll-ups in the window now, each a piece of every gauge it carries; they
+    leave in the order they came in."""
 
     def add(self, p: Rollup) -> None:
         self._apply(p, 1)
@@ -76,77 +29,33 @@ class _Sliding:
         self.seq += 1
         self.times.append((p.first_end, p.last_end))
         for name, g in p.gauges.items():
-            acc = self.gauges.get(name)
-            if acc is None:
-                acc = self.gauges[name] = _GaugeParts()
-            acc.add(seq, g)
+            acc = self.gauge(name)
+            acc.total.merge(g.total)
+            acc.add(seq, g.first, g.last, g.max, g.count)
 
     def remove(self, p: Rollup) -> None:
         self._apply(p, -1)
         self.times.popleft()
-        for name in p.gauges:
+        for name, g in p.gauges.items():
             acc = self.gauges[name]
-            acc.remove_oldest()
-            if not acc.parts:
-                del self.gauges[name]
+            acc.total.merge(g.total, -1)
+            acc.remove_oldest(g.count)
+            self.gauge_done(name)
 
     def _apply(self, p: Rollup, sign: int) -> None:
         self.intervals += sign * p.intervals
         self.resets += sign * p.resets
         self.covered.merge(p.covered, sign)
         for name, n in p.missing.items():
-            _count(self.missing, name, sign * n)
+            count(self.missing, name, sign * n)
         for name, roll in p.histograms.items():
-            layouts = self.hist.setdefault(name, {})
-            order = self.hist_order.setdefault(name, deque())
             for layout, part in roll.layouts.items():
-                acc = layouts.get(layout)
-                if acc is None:
-                    acc = layouts[layout] = HistogramSum()
-                acc.merge(part, sign)
-                if acc.members == 0:
-                    del layouts[layout]
-            if sign > 0:
-                order.append(roll.latest)
-            else:
-                order.popleft()
-                if not order:
-                    del self.hist[name], self.hist_order[name]
+                self.histogram(name, layout).merge(part, sign)
+                self.drop_if_empty(name, layout)
+            self.latest_layout(name, roll.latest, sign)
         for name, increase in p.counters.items():
-            c = self.counters.get(name)
-            if c is None:
-                c = self.counters[name] = ExactSum()
-            c.merge(increase, sign)
-            _count(self.counter_members, name, sign * p.counter_members[name])
-            if name not in self.counter_members:
-                del self.counters[name]
-
-    def window(
-        self, *, target: str, model_name: str, start: float, end: float, lean: bool = False
-    ) -> Window:
-        times = self.times
-        return window_of_sums(
-            target=target,
-            model_name=model_name,
-            start=start,
-            end=end,
-            hist=self.hist,
-            latest={name: order[-1] for name, order in self.hist_order.items()},
-            counters=self.counters,
-            gauges={name: g.stats() for name, g in self.gauges.items()},
-            missing=self.missing.keys(),
-            covered=self.covered,
-            intervals=self.intervals,
-            resets=self.resets,
-            gauge_span=times[-1][1] - times[0][0] if self.intervals > 1 else 0.0,
-            lean=lean,
-        )
-
-
-def _count(counter: Counter[str], name: str, n: int) -> None:
-    counter[name] += n
-    if counter[name] == 0:
-        del counter[name]
+            self.counter(name).merge(increase, sign)
+            self.counted(name, sign * p.counter_members[name])
 
 
 def rollup_windows(
