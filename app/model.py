@@ -6,13 +6,10 @@ The core (``windows``, ``diagnose``, alert state) only ever sees these types; th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple
-
-INF = math.inf
 
 
 class Sample(NamedTuple):
@@ -36,12 +33,6 @@ class Histogram:
     counts: tuple[float, ...]
     sum: float
     count: float
-
-
-class SignalKind(StrEnum):
-    HISTOGRAM = "histogram"
-    GAUGE = "gauge"
-    COUNTER = "counter"
 
 
 # Canonical signals (DESIGN.md). The core sees only these names.

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 from app.sim.exposition import CONTENT_TYPE
 from app.sim.scenario import load
 from app.sim.server import Fleet, SimHTTPServer, start_server
+from tests.waiting import wait_for
 
 
 @pytest.fixture
@@ -47,23 +47,25 @@ def test_replicas_have_their_own_pages_and_advance_with_the_clock(
     assert httpx.get(f"{url}/metrics").status_code == 404
     assert httpx.get(f"{url}/replica/3/metrics").status_code == 404
     first = httpx.get(f"{url}/replica/2/metrics").text
-    second = first
-    deadline = time.monotonic() + 30
-    while second == first and time.monotonic() < deadline:  # the clock advances the page
-        second = httpx.get(f"{url}/replica/2/metrics").text
-    assert first != second
+
+    def advanced() -> str | None:  # the clock advances the page
+        page = httpx.get(f"{url}/replica/2/metrics").text
+        return page if page != first else None
+
+    second = wait_for(advanced, 30, "the replica's page advancing")
     other = httpx.get(f"{url}/replica/0/metrics").text
     assert other != second  # seeds differ per replica
 
 
 def test_truth_endpoint_returns_json_lines(fleet: tuple[SimHTTPServer, str]) -> None:
     _, url = fleet
-    rows: list[dict[str, object]] = []
-    deadline = time.monotonic() + 30
-    while not rows and time.monotonic() < deadline:  # the first 5 s window to close
+
+    def truth_rows() -> list[dict[str, object]]:  # the first 5 s window to close
         r = httpx.get(f"{url}/replica/1/truth")
-        rows = [json.loads(line) for line in r.text.splitlines()]
-    assert rows and rows[0]["class"] in ("healthy", "decode_bound")
+        return [json.loads(line) for line in r.text.splitlines()]
+
+    rows = wait_for(truth_rows, 30, "a truth row")
+    assert rows[0]["class"] in ("healthy", "decode_bound")
     assert rows[0]["t1"] - rows[0]["t0"] == 5.0
 
 

@@ -72,10 +72,6 @@ class ServerSettings:
         changes = {f.name: getattr(over, f.name) for f in fields(over)}
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
-    def set_fields(self) -> dict[str, Any]:
-        """The fields that are set."""
-        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
-
 
 SERVER_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ServerSettings))
 """Every key a ``server:`` block and ``--server KEY=VALUE`` accept."""

@@ -70,7 +70,6 @@ __all__ = [
 
 # objective → histogram signal it is read from (``errors`` reads the finished counters)
 OBJECTIVES: dict[str, str] = {"ttft": "ttft", "itl": "itl", "tpot": "tpot"}
-GOODPUT_TPOT = "goodput_tpot"
 _REL = 1e-9
 
 
