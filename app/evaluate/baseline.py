@@ -56,6 +56,7 @@ __all__ = [
     "StoreBaselines",
     "Timeline",
     "assemble",
+    "compared",
     "deltas_timeline",
     "healthy_spans",
     "history_for_url",
@@ -203,6 +204,20 @@ def assemble(
     return Baseline(merge_derived(got), info)
 
 
+def compared(
+    d: Diagnosis, w: Window, baseline: Baseline | None, config: DiagnosisConfig
+) -> Diagnosis:
+    """A problem window's diagnosis against its run's ``baseline``: its primary rule run
+    again with the baseline's numbers (its sub-cause, evidence, summary and hints:
+    ``with_baseline``), its changes ranked and the hints that address the headline
+    change rebuilt under ``config``, the configuration the window was diagnosed with
+    (``with_changes``). The one comparison step of replay (:class:`Timeline`), the
+    service (:class:`StoreBaselines`) and the pages (``app.read.compare``)."""
+    derived = None if baseline is None else baseline.derived
+    d = with_baseline(d, w, derived, config)
+    return with_changes(d, w, baseline, config=config)
+
+
 class Timeline:
     """One stream judged window by window, oldest first (replay, review, the UI): keeps
     the classes of the last hour and the baseline of the current run.
@@ -258,9 +273,7 @@ class Timeline:
             )
         if cls not in _PROBLEMS:
             return d
-        derived = None if self.baseline is None else self.baseline.derived
-        d = with_baseline(d, w, derived, self.config)
-        return with_changes(d, w, self.baseline, config=self.config)
+        return compared(d, w, self.baseline, self.config)
 
 
 class StoreBaselines:
@@ -338,8 +351,7 @@ class StoreBaselines:
                 return with_changes(
                     d, w, None, no_history=f"the stored history could not be read ({exc})"
                 )
-        d = with_baseline(d, w, run[1].derived, self.config)
-        return with_changes(d, w, run[1], config=self.config)
+        return compared(d, w, run[1], self.config)
 
     def _assemble(self, w: Window, cls: str) -> tuple[float, Baseline]:
         """The run the stream's window is in, and its baseline (store reads)."""

@@ -25,7 +25,8 @@ from app.alerts.fields import (
     target_fields,
     target_instance,
 )
-from app.diagnose import Diagnosis, DiagnosisConfig, diagnose
+from app.diagnose import Diagnosis, DiagnosisConfig
+from app.evaluate.stream import judge_window
 from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds
 from app.fleet.slo import SloSpec, attainment, burn_rate, window_counts
@@ -82,11 +83,13 @@ def evaluate_stream(
     """Diagnose one stream's window (its SLOs: ``config.slo_for``); return the diagnosis,
     its instance and the window's JSON (``window_to_dict``). ``compare`` adds what
     changed against the stream's healthy baseline (``app.evaluate.baseline``)."""
-    diagnosis = diagnose(
-        window, config, failed_scrapes=failed_scrapes, attempted_scrapes=attempted_scrapes
+    diagnosis = judge_window(
+        window,
+        config,
+        failed_scrapes=failed_scrapes,
+        attempted_scrapes=attempted_scrapes,
+        compare=compare,
     )
-    if compare is not None:
-        diagnosis = compare(window, diagnosis)
     flat = window_to_dict(window)
     fields = stream_fields(
         flat,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from app.alerts.fields import Instance, ScrapeStatus, reached
 from app.config import Settings
@@ -28,6 +28,7 @@ from app.evaluate.baseline import StoreBaselines
 from app.evaluate.effects import EffectSource, with_effects
 from app.evaluate.instances import SloInputs, evaluate_stream, scrape_status, target_input
 from app.evaluate.recent import RecentClasses
+from app.evaluate.stream import with_page
 from app.fleet.specs import imbalance_thresholds, slo_specs
 from app.fleet.tracker import SloStatus, SloTracker
 from app.model import Window
@@ -296,7 +297,7 @@ class Evaluator:
             deltas = self.store.intervals(target, model, start, end)
             w = window(deltas, start=start, end=end, target=target, model_name=model)
             info = pages[model].info if model in pages else {}
-            yield StreamWindow(replace(w, info=info) if info else w, failed, attempted)
+            yield StreamWindow(with_page(w, info), failed, attempted)
 
     def wait_judged(self, timeout: float) -> bool:
         """Wait (at most ``timeout`` s) while a round is under way and none of this

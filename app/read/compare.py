@@ -4,7 +4,10 @@ A problem window's diagnosis (the target page's and the incident's card) carries
 changes against the stream's healthy baseline, found the way replay finds it
 (``app.evaluate.baseline``): the classes of this stream's own timeline over the last
 :data:`RUN_SEARCH_S` seconds say where the run began and which windows of the hour
-before were healthy; their data come from the source. One baseline per run, kept.
+before were healthy; their data come from the source. One baseline per run, kept. The
+diagnosis is then compared as the service's round compares it
+(``app.evaluate.baseline.compared``, under the same configuration): the hints that
+address the headline change are built again with the baseline's numbers.
 """
 
 from __future__ import annotations
@@ -12,11 +15,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from app.diagnose.changes import Baseline, with_changes
-from app.diagnose.classify import with_baseline
+from app.diagnose.changes import Baseline
 from app.diagnose.config import DiagnosisConfig
 from app.diagnose.records import Diagnosis
-from app.evaluate.baseline import Segment, assemble, healthy_spans, run_state
+from app.evaluate.baseline import Segment, assemble, compared, healthy_spans, run_state
 from app.model import Window
 from app.read.points import Timeline
 from app.read.source import WindowSource
@@ -61,8 +63,7 @@ class RunBaselines:
                 if len(self._baselines) >= _BASELINES_CAP:
                     self._baselines.clear()
                 self._baselines[key] = baseline
-        d = with_baseline(d, w, baseline.derived, self.config)
-        return with_changes(d, w, baseline)
+        return compared(d, w, baseline, self.config)
 
     def _assemble(self, tl: Timeline, run_start: float, cls: str) -> Baseline:
         """The baseline of the run beginning at ``run_start`` (source reads)."""

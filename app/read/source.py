@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Protocol
 
 from app.diagnose.facts import READ_HISTOGRAMS, READ_IF_PRESENT_HISTOGRAMS
+from app.evaluate.stream import with_page
 from app.model import IntervalDelta, Window
 from app.read.cells import gauge_samples, merge_cells
+from app.read.twincache import page_info
 from app.redact import redact_url
 from app.sources.base import TargetState
 from app.sources.prometheus import TargetHistory
@@ -181,10 +183,13 @@ class StoreSource:
             step=step,
         )
         counts = _ScrapeCounts(store.scrapes(target, lo, end))
+        # The server settings its latest page reports, as the evaluation round's windows
+        # carry them (the hints start from them: ``app.evaluate.stream.with_page``).
+        info = page_info(store, target, model) if ws else {}
         out = []
         for w in ws:
             failed, attempted = counts(w.start, w.end)
-            out.append(Observed(w, failed, attempted))
+            out.append(Observed(with_page(w, info), failed, attempted))
         return out
 
     def intervals(self, target: str, model: str, start: float, end: float) -> list[IntervalDelta]:

@@ -1,9 +1,11 @@
 """The pages' read side of streams: windows → diagnoses → chart points, for any source.
 
 Diagnoses are computed here from the windows rather than read from the ``diagnoses``
-table, with the pure function the evaluation round runs (``app.diagnose.diagnose``).
-That is one code path for the live store, a recording and a Prometheus range, and it
-works for any window length or step the page asks for. Points of windows that can no
+table, the way the evaluation round judges a window (``app.evaluate.stream``: the
+service's configuration, the server settings the stream's latest page reports), so a
+hint on a page is the hint the API stores for that window. That is one code path for
+the live store, a recording and a Prometheus range, and it works for any window length
+or step the page asks for. Points of windows that can no
 longer change (older than the source's ``settled`` delay) are cached per instance, so a
 live page refreshing every few seconds only computes its newest windows. A problem
 window's changes come from its run's baseline (``app.read.compare``); the records and
@@ -19,10 +21,10 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from app.diagnose import diagnose
 from app.diagnose.changes import COMPARED
 from app.diagnose.config import DiagnosisConfig
 from app.diagnose.records import Diagnosis
+from app.evaluate.stream import judge_window
 from app.model import Window
 from app.read.compare import RunBaselines
 from app.read.points import (
@@ -116,7 +118,9 @@ class UiData:
 
     # -- windows ------------------------------------------------------------------------
     def _diagnose(self, o: Observed) -> Diagnosis:
-        return diagnose(
+        """The window judged as the evaluation round judges it (its comparison with the
+        run's baseline is :meth:`diagnosis_at`'s, for the window a card explains)."""
+        return judge_window(
             o.window,
             self.config,
             failed_scrapes=o.failed_scrapes,
