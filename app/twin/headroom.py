@@ -3,8 +3,9 @@
 The calibrated twin (:func:`app.twin.whatif.calibrate`) is run at traffic × k — the
 span's own arrival timeline, scaled — and k is searched: doubled from today's traffic
 until TTFT p99 or ITL p99 passes its SLO (or halved, when today's already does), then
-bisected on a log scale to within ``TOLERANCE``. Each k is judged on the median of the
-calibration's seeds, corrected as a prediction is.
+narrowed to within ``TOLERANCE``: where the line between the bracket's p99s (in logs) says
+the SLO is met, then a step of ``TOLERANCE`` across it, alternating with a bisection.
+Each k is judged on the median of the calibration's seeds, corrected as a prediction is.
 
 What breaks first is read from the twin at the first k that breaks (``Limit``):
 
@@ -217,13 +218,49 @@ def headroom(
             k *= 2
         if bad is None:
             return _result(good, True, None, memo, figures, slo_ttft_p99, slo_itl_p99)
+    def excess(k: float) -> float:
+        return _excess(figures[k], slo_ttft_p99, slo_itl_p99)
+
+    step = 0
     while bad / good > 1 + TOLERANCE:
-        mid = math.sqrt(good * bad)
-        if breaks(mid):
-            bad = mid
+        # Where the p99 meets its SLO, read off the line between the bracket's ends (in
+        # logs), then a step of TOLERANCE across it to close the bracket; every other
+        # step a plain bisection, so a bent curve still converges.
+        x = math.sqrt(good * bad)
+        if step % 2 == 0:
+            x = _crossing(good, bad, excess(good), excess(bad), x)
+        step += 1
+        if breaks(x):
+            bad = x
+            near = x / (1 + TOLERANCE)
+            if near > good and not breaks(near):
+                good = near
         else:
-            good = mid
+            good = x
+            near = x * (1 + TOLERANCE)
+            if near < bad and breaks(near):
+                bad = near
     return _result(good, False, bad, memo, figures, slo_ttft_p99, slo_itl_p99)
+
+
+def _excess(f: Figures, slo_ttft: float, slo_itl: float) -> float:
+    """How far the worse p99 is over its SLO, in logs (negative: within it)."""
+    out = -math.inf
+    for v, slo in ((f.value("ttft_p99"), slo_ttft), (f.value("itl_p99"), slo_itl)):
+        if v is not None and v > 0 and slo > 0:
+            out = max(out, math.log(v / slo))
+    return out
+
+
+def _crossing(good: float, bad: float, e_good: float, e_bad: float, fallback: float) -> float:
+    """The k where the line through (log k, excess) at the bracket's ends crosses 0, kept
+    inside the bracket by half a tolerance (``fallback`` where the line says nothing)."""
+    if not (math.isfinite(e_good) and math.isfinite(e_bad)) or e_bad <= e_good:
+        return fallback
+    t = -e_good / (e_bad - e_good)
+    x = math.exp(math.log(good) + t * (math.log(bad) - math.log(good)))
+    lo, hi = good * (1 + TOLERANCE / 2), bad / (1 + TOLERANCE / 2)
+    return fallback if lo >= hi else min(max(x, lo), hi)
 
 
 def _result(
