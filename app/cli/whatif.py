@@ -26,7 +26,9 @@ from typing import Any
 from app.cli.config import load_config
 from app.cli.diagnose import add_diagnosis_options, config_from, fail
 from app.config import ConfigError, Settings
-from app.diagnose.server import ServerSettings, resolve
+from app.diagnose.kv import ModelShape, dtype_bytes
+from app.diagnose.roofline import estimate_params
+from app.diagnose.server import ServerSettings, device_memory_gb, resolve
 from app.model import Quantile
 from app.read.whatif import TILE_S, from_prometheus, from_scrapes, from_store
 from app.sources.recording import read_scrapes
@@ -197,11 +199,11 @@ def run(args: argparse.Namespace) -> int:
     except FitError as exc:
         return _cannot(args, exc)
     view = resolve(span.server, span.info)
-    weight_gb = None if config.hardware is None else config.hardware.weight_bytes / 1e9
     gmu = view.gpu_memory_utilization.value
     try:
-        knobs, notes = knobs_for(twin, changes, view.memory_gb, gmu, weight_gb)
-    except ChangeError as exc:
+        memory_gb = view.memory_gb if view.memory_gb is not None else device_memory_gb(args.gpu)
+        knobs, notes = knobs_for(twin, changes, memory_gb, gmu, weight_memory_gb(args))
+    except (ChangeError, ValueError) as exc:
         return fail(exc)
     _progress(args, f"fitted on {twin.duration:.0f} s; replaying and predicting …")
     cal = calibrate(twin, span.whole, seeds=args.seeds)
@@ -230,6 +232,23 @@ def run(args: argparse.Namespace) -> int:
         if room is not None:
             print(f"\nheadroom: {room.text()}")
     return 0
+
+
+def weight_memory_gb(args: argparse.Namespace) -> float | None:
+    """The weights' size in the device's memory, GB, from the roofline group's flags:
+    ``--weight-bytes``, else ``--params`` × ``--dtype`` (16 bit by default), else a
+    ``--model-config``'s parameters (all of a mixture's experts: every one is stored).
+    No ``--gpu`` is needed for it (the memory is ``--server device=…``'s)."""
+    if args.weight_bytes is not None:
+        return float(args.weight_bytes) / 1e9
+    dtype = args.dtype or "bfloat16"
+    if args.params is not None:
+        return float(args.params) * dtype_bytes(dtype) / 1e9
+    if args.model_config is not None:
+        shape = ModelShape.from_config(json.loads(args.model_config.read_text()))
+        total, _ = estimate_params(shape)
+        return total * dtype_bytes(args.dtype or shape.dtype or "bfloat16") / 1e9
+    return None
 
 
 def regime_fields(w: WhatIf, incident: Incident, drain: Drain | None) -> dict[str, Any]:
