@@ -321,6 +321,32 @@ class Replica:
         sched = self.sched
         t0, t1 = self.step_start, self.pending_end
         self.pending_end = -1.0
+        self._book_state(t0, t1)
+        acct = self.truth.cur.acct
+        acct.steps += 1
+        finished: list[Request] = []
+        mixed = bool(sched.pre)  # this step also computed prompt tokens
+        if self.spec_k and sched.dec:
+            acct.spec_steps += 1
+        generated = self._decode_outputs(t0, t1, mixed, finished)
+        prompt_computed, first = self._prefill_outputs(t1, mixed, finished)
+        generated += first
+        m = self.metrics
+        m.generation_tokens += generated
+        m.iteration_tokens.observe(prompt_computed + generated)
+        acct.prompt_tokens += prompt_computed
+        acct.generation_tokens += generated
+        if finished:
+            for r in finished:
+                self._finish(r, t1)
+            acct.finished += len(finished)
+            sched.running = [r for r in sched.running if not r.done]
+        self.now = t1
+
+    def _book_state(self, t0: float, t1: float) -> None:
+        """The step's request-seconds by state in the truth, then the requests that
+        arrived during it, their wait to its end booked as the queue's (KV or a slot)."""
+        sched = self.sched
         truth = self.truth
         waiting = len(sched.waiting)
         kv = sched.wait_kv if sched.wait_kv <= waiting else waiting
@@ -350,15 +376,13 @@ class Replica:
                 acct.rs_kv += late
             else:
                 acct.rs_slot += late
-        acct.steps += 1
-        m = self.metrics
-        itl = m.itl
-        finished: list[Request] = []
-        mixed = bool(sched.pre)  # this step also computed prompt tokens
-        if self.spec_k and sched.dec:
-            acct.spec_steps += 1
-        # Decodes: one token each (plus accepted drafts). Gaps that started at the
-        # previous step end are equal.
+
+    def _decode_outputs(self, t0: float, t1: float, mixed: bool, finished: list[Request]) -> int:
+        """The decodes' tokens: one each (plus accepted drafts); returns how many. Gaps
+        that started at the previous step end are equal (observed at once)."""
+        sched = self.sched
+        truth = self.truth
+        itl = self.metrics.itl
         same = 0
         generated = len(sched.dec)
         for r in sched.dec:
@@ -383,8 +407,15 @@ class Replica:
             gap = t1 - t0
             itl.observe_n(gap, same)
             truth.itl(gap, same, False, mixed)
-        prompt_computed = 0
-        for r, n in sched.pre:
+        return generated
+
+    def _prefill_outputs(self, t1: float, mixed: bool, finished: list[Request]) -> tuple[int, int]:
+        """The prefill chunks: prompt tokens computed, and a token for each prompt
+        completed (its first, or the next after a recompute); returns both counts."""
+        m = self.metrics
+        truth = self.truth
+        prompt_computed = generated = 0
+        for r, n in self.sched.pre:
             r.ncomp += n
             prompt_computed += n
             if r.ncomp < r.prompt_len + r.nout:
@@ -403,22 +434,13 @@ class Replica:
                 m.prompt_local_compute += r.prompt_len - r.cached
             else:
                 gap = t1 - r.last_token  # the stream stalled: preempted, then recomputed
-                itl.observe(gap)
+                m.itl.observe(gap)
                 truth.itl(gap, 1, True, mixed)
             r.last_token = t1
             r.preempted = False
             if r.nout >= r.target:
                 finished.append(r)
-        m.generation_tokens += generated
-        m.iteration_tokens.observe(prompt_computed + generated)
-        acct.prompt_tokens += prompt_computed
-        acct.generation_tokens += generated
-        if finished:
-            for r in finished:
-                self._finish(r, t1)
-            acct.finished += len(finished)
-            sched.running = [r for r in sched.running if not r.done]
-        self.now = t1
+        return prompt_computed, generated
 
     def _accepted(self, room: int) -> int:
         """Draft one decode's speculative tokens; return how many the target accepted

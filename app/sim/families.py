@@ -22,77 +22,116 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
     """The families of ``version`` in the order vLLM registers them."""
     if version == "0.6":
         return v0_families(src, model_name)
-    m = src.m
-    base = {"engine": "0", "model_name": model_name}
-    created = True
-    out: list[Family] = []
-
-    def gauge(name: str, help_: str, value: Value) -> None:
-        out.append(Family("gauge", name, help_, [Child(dict(base), value)], False))
-
-    def counter(name: str, help_: str, value: Value) -> None:
-        out.append(Family("counter", name, help_, [Child(dict(base), value)], created))
-
-    def labelled(kind: str, name: str, help_: str, key: str, items: dict[str, Value]) -> None:
-        kids = [Child({**base, key: k}, v) for k, v in items.items()]
-        out.append(Family(kind, name, help_, kids, created and kind == "counter"))
-
-    def hist(name: str, help_: str, h: Hist) -> None:
-        out.append(Family("histogram", name, help_, [Child(dict(base), lambda: h)], created))
-
     v10 = version == "0.10"
-    if m.spec_tokens:
-        # vLLM registers its spec-decode counters first (vllm/v1/spec_decode/metrics.py).
-        counter(
-            "vllm:spec_decode_num_drafts",
-            "Number of spec decoding drafts.",
-            lambda: m.spec_drafts,
-        )
-        counter(
-            "vllm:spec_decode_num_draft_tokens",
-            "Number of draft tokens.",
-            lambda: m.spec_draft_tokens,
-        )
-        counter(
-            "vllm:spec_decode_num_accepted_tokens",
-            "Number of accepted tokens.",
-            lambda: m.spec_accepted_tokens,
-        )
-        labelled(
-            "counter",
-            "vllm:spec_decode_num_accepted_tokens_per_pos",
-            "Accepted tokens per draft position.",
-            "position",
-            {str(i): _position(m, i) for i in range(m.spec_tokens)},
-        )
+    page = _Page({"engine": "0", "model_name": model_name})
+    _spec_decode(page, src.m)
     if src.connector is not None and not v10:
         # The KV connector's families come next (``PrometheusStatLogger.__init__``).
-        out.extend(connector_families(src.connector, base))
-    gauge(
+        page.out.extend(connector_families(src.connector, page.base))
+    _scheduler(page, src, v10)
+    _prefix_cache(page, src.m, v10)
+    _tokens(page, src.m, v10)
+    _requests(page, src.m, v10, model_name)
+    _histograms(page, src.m, v10)
+    info = {**src.cache_labels, "engine": "0"}
+    page.out.append(
+        Family(
+            "gauge",
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            [Child(info, const(1.0))],
+            False,
+        )
+    )
+    return page.out
+
+
+class _Page:
+    """A V1 page's families as they are registered: one child per family of the
+    ``base`` labels (``engine``, ``model_name``), or one per label value; counters and
+    histograms with their ``_created`` families."""
+
+    def __init__(self, base: dict[str, str]) -> None:
+        self.base = base
+        self.created = True
+        self.out: list[Family] = []
+
+    def gauge(self, name: str, help_: str, value: Value) -> None:
+        self.out.append(Family("gauge", name, help_, [Child(dict(self.base), value)], False))
+
+    def counter(self, name: str, help_: str, value: Value) -> None:
+        kids = [Child(dict(self.base), value)]
+        self.out.append(Family("counter", name, help_, kids, self.created))
+
+    def labelled(self, kind: str, name: str, help_: str, key: str, items: dict[str, Value]) -> None:
+        kids = [Child({**self.base, key: k}, v) for k, v in items.items()]
+        self.out.append(Family(kind, name, help_, kids, self.created and kind == "counter"))
+
+    def hist(self, name: str, help_: str, h: Hist) -> None:
+        kids = [Child(dict(self.base), lambda: h)]
+        self.out.append(Family("histogram", name, help_, kids, self.created))
+
+
+def _spec_decode(page: _Page, m: MetricState) -> None:
+    """vLLM registers its spec-decode counters first (vllm/v1/spec_decode/metrics.py),
+    when the server speculates."""
+    if not m.spec_tokens:
+        return
+    page.counter(
+        "vllm:spec_decode_num_drafts",
+        "Number of spec decoding drafts.",
+        lambda: m.spec_drafts,
+    )
+    page.counter(
+        "vllm:spec_decode_num_draft_tokens",
+        "Number of draft tokens.",
+        lambda: m.spec_draft_tokens,
+    )
+    page.counter(
+        "vllm:spec_decode_num_accepted_tokens",
+        "Number of accepted tokens.",
+        lambda: m.spec_accepted_tokens,
+    )
+    page.labelled(
+        "counter",
+        "vllm:spec_decode_num_accepted_tokens_per_pos",
+        "Accepted tokens per draft position.",
+        "position",
+        {str(i): _position(m, i) for i in range(m.spec_tokens)},
+    )
+
+
+def _scheduler(page: _Page, src: Source, v10: bool) -> None:
+    """The scheduler's gauges: running, waiting (by reason; 0.10: the deprecated cache
+    twins instead), KV fetches in flight, sleep state, KV usage."""
+    m = src.m
+    page.gauge(
         "vllm:num_requests_running", "Number of requests in model execution batches.", src.running
     )
-    gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", src.waiting)
+    page.gauge(
+        "vllm:num_requests_waiting", "Number of requests waiting to be processed.", src.waiting
+    )
     if v10:
-        gauge(
+        page.gauge(
             "vllm:gpu_cache_usage_perc",
             "GPU KV-cache usage. 1 means 100 percent usage."
             "DEPRECATED: Use vllm:kv_cache_usage_perc instead.",
             src.kv_usage,
         )
-        counter(
+        page.counter(
             "vllm:gpu_prefix_cache_queries",
             "GPU prefix cache queries, in terms of number "
             "of queriedtokens. DEPRECATED: Use vllm:prefix_cache_queries instead.",
             lambda: m.prefix_queries,
         )
-        counter(
+        page.counter(
             "vllm:gpu_prefix_cache_hits",
             "GPU prefix cache hits, in terms of number of "
             "cached tokens. DEPRECATED: Use vllm:prefix_cache_hits instead.",
             lambda: m.prefix_hits,
         )
     else:
-        labelled(
+        page.labelled(
             "gauge",
             "vllm:num_requests_waiting_by_reason",
             _WAITING_BY_REASON_HELP,
@@ -104,59 +143,73 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
         )
         if src.kv_fetch is not None:
             # Only on a KV consumer (``kv_transfer_config.is_kv_consumer``).
-            labelled(
+            page.labelled(
                 "gauge", "vllm:num_requests_kv_fetch_by_stage", KV_FETCH_HELP, "stage", src.kv_fetch
             )
-        labelled(
+        page.labelled(
             "gauge",
             "vllm:engine_sleep_state",
             _SLEEP_HELP,
             "sleep_state",
             {"awake": const(1.0), "weights_offloaded": const(0.0), "discard_all": const(0.0)},
         )
-    gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", src.kv_usage)
-    counter(
+    page.gauge(
+        "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", src.kv_usage
+    )
+
+
+def _prefix_cache(page: _Page, m: MetricState, v10: bool) -> None:
+    """The prefix cache's counters (after 0.10 also the external and multi-modal ones)."""
+    page.counter(
         "vllm:prefix_cache_queries",
         "Prefix cache queries, in terms of number of queried tokens.",
         lambda: m.prefix_queries,
     )
-    counter(
+    page.counter(
         "vllm:prefix_cache_hits",
         "Prefix cache hits, in terms of number of cached tokens.",
         lambda: m.prefix_hits,
     )
-    if not v10:
-        zero = const(0.0)
-        counter(
-            "vllm:external_prefix_cache_queries",
-            "External prefix cache queries from KV "
-            "connector cross-instance cache sharing, in terms of number of queried tokens.",
-            lambda: m.external_queries,
-        )
-        counter(
-            "vllm:external_prefix_cache_hits",
-            "External prefix cache hits from KV "
-            "connector cross-instance cache sharing, in terms of number of cached tokens.",
-            lambda: m.external_hits,
-        )
-        counter(
-            "vllm:mm_cache_queries",
-            "Multi-modal cache queries, in terms of number of queried items.",
-            zero,
-        )
-        counter(
-            "vllm:mm_cache_hits",
-            "Multi-modal cache hits, in terms of number of cached items.",
-            zero,
-        )
-    counter(
+    if v10:
+        return
+    zero = const(0.0)
+    page.counter(
+        "vllm:external_prefix_cache_queries",
+        "External prefix cache queries from KV "
+        "connector cross-instance cache sharing, in terms of number of queried tokens.",
+        lambda: m.external_queries,
+    )
+    page.counter(
+        "vllm:external_prefix_cache_hits",
+        "External prefix cache hits from KV "
+        "connector cross-instance cache sharing, in terms of number of cached tokens.",
+        lambda: m.external_hits,
+    )
+    page.counter(
+        "vllm:mm_cache_queries",
+        "Multi-modal cache queries, in terms of number of queried items.",
+        zero,
+    )
+    page.counter(
+        "vllm:mm_cache_hits",
+        "Multi-modal cache hits, in terms of number of cached items.",
+        zero,
+    )
+
+
+def _tokens(page: _Page, m: MetricState, v10: bool) -> None:
+    """Preemptions and the token counters: prompt (after 0.10 by source and cached, by
+    cache tier), generation."""
+    page.counter(
         "vllm:num_preemptions",
         "Cumulative number of preemption from the engine.",
         lambda: m.preemptions,
     )
-    counter("vllm:prompt_tokens", "Number of prefill tokens processed.", lambda: m.prompt_tokens)
+    page.counter(
+        "vllm:prompt_tokens", "Number of prefill tokens processed.", lambda: m.prompt_tokens
+    )
     if not v10:
-        labelled(
+        page.labelled(
             "counter",
             "vllm:prompt_tokens_by_source",
             "Number of prompt tokens by source.",
@@ -167,7 +220,7 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
                 "external_kv_transfer": lambda: m.prompt_external,
             },
         )
-        counter(
+        page.counter(
             "vllm:prompt_tokens_cached",
             "Number of cached prompt tokens (local + external).",
             lambda: m.prompt_cache_hit + m.prompt_external,
@@ -176,40 +229,51 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
         tiers: dict[str, Value] = {"device": lambda: m.prompt_cache_hit}
         for tier in ("host", "p2p", "disk", "external_unspecified"):
             tiers[tier] = (lambda: m.prompt_external) if tier == "p2p" else const(0.0)
-        labelled(
+        page.labelled(
             "counter",
             "vllm:prompt_tokens_cached_by_source",
             _CACHED_BY_SOURCE_HELP,
             "source",
             tiers,
         )
-    counter(
+    page.counter(
         "vllm:generation_tokens",
         "Number of generation tokens processed.",
         lambda: m.generation_tokens,
     )
+
+
+def _requests(page: _Page, m: MetricState, v10: bool, model_name: str) -> None:
+    """Requests finished, by reason, and (after 0.10) admissions refused, by reason."""
     reasons = SUCCESS_REASONS[:3] if v10 else SUCCESS_REASONS
-    labelled(
+    page.labelled(
         "counter",
         "vllm:request_success",
         "Count of successfully processed requests.",
         "finished_reason",
         {r: reader(m.success, r) for r in reasons},
     )
-    if not v10:
-        kids = [
-            Child({"model_name": model_name, "reason": r}, reader(m.rejections, r))
-            for r in REJECTION_REASONS
-        ]
-        out.append(
-            Family(
-                "counter",
-                "vllm:admission_rejections",
-                "Number of admission attempts rejected by a queue limit, by reason.",
-                kids,
-                created,
-            )
+    if v10:
+        return
+    kids = [
+        Child({"model_name": model_name, "reason": r}, reader(m.rejections, r))
+        for r in REJECTION_REASONS
+    ]
+    page.out.append(
+        Family(
+            "counter",
+            "vllm:admission_rejections",
+            "Number of admission attempts rejected by a queue limit, by reason.",
+            kids,
+            page.created,
         )
+    )
+
+
+def _histograms(page: _Page, m: MetricState, v10: bool) -> None:
+    """The histograms: request sizes and parameters, then latencies, then the time in
+    each phase of a request."""
+    hist = page.hist
     hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", m.req_prompt_tokens)
     hist(
         "vllm:request_generation_tokens", "Number of generation tokens processed.", m.req_gen_tokens
@@ -269,17 +333,6 @@ def families(src: Source, version: str, model_name: str) -> list[Family]:
             "Histogram of new KV tokens computed during prefill (excluding cached tokens).",
             m.req_prefill_kv_computed,
         )
-    info = {**src.cache_labels, "engine": "0"}
-    out.append(
-        Family(
-            "gauge",
-            "vllm:cache_config_info",
-            "Information of the LLMEngine CacheConfig",
-            [Child(info, const(1.0))],
-            False,
-        )
-    )
-    return out
 
 
 def _position(m: MetricState, i: int) -> Value:

@@ -10,28 +10,61 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from app.sim.family_parts import Child, Family, Source, Value, const, reader
-from app.sim.metrics import SUCCESS_REASONS, Hist
+from app.sim.metrics import SUCCESS_REASONS, Hist, MetricState
 
 
 def v0_families(src: Source, model_name: str) -> list[Family]:
     """vLLM 0.6.3 V0: ``model_name`` only; children appear after the first stats log."""
-    m = src.m
-    base = {"model_name": model_name}
-    out: list[Family] = []
+    page = _Page(src.m, {"model_name": model_name})
+    _scheduler(page, src)
+    _tokens(page, src.m)
+    _histograms(page, src.m)
+    _requests(page, src.m)
+    _spec_decode_and_throughput(page, src.m)
+    page.out.append(
+        Family(
+            "gauge",
+            "vllm:cache_config_info",
+            "Information of the LLMEngine CacheConfig",
+            [Child(dict(src.cache_labels), const(1.0))],
+            False,
+        )
+    )
+    return page.out
 
-    def started() -> bool:
-        return m.started
+
+class _Page:
+    """A V0 page's families as they are registered: one child of the ``base`` labels
+    each, shown once the engine logged its first stats (a histogram: once observed)."""
+
+    def __init__(self, m: MetricState, base: dict[str, str]) -> None:
+        self.m = m
+        self.base = base
+        self.out: list[Family] = []
+
+    def started(self) -> bool:
+        return self.m.started
 
     def simple(
-        kind: str, name: str, help_: str, value: Value | None, visible: Callable[[], bool] = started
+        self,
+        kind: str,
+        name: str,
+        help_: str,
+        value: Value | None,
+        visible: Callable[[], bool] | None = None,
     ) -> None:
-        kids = [] if value is None else [Child(dict(base), value, visible)]
-        out.append(Family(kind, name, help_, kids, False))
+        shown = self.started if visible is None else visible
+        kids = [] if value is None else [Child(dict(self.base), value, shown)]
+        self.out.append(Family(kind, name, help_, kids, False))
 
-    def hist(name: str, help_: str, h: Hist) -> None:
-        kid = Child(dict(base), lambda: h, lambda: h.count > 0)
-        out.append(Family("histogram", name, help_, [kid], False))
+    def hist(self, name: str, help_: str, h: Hist) -> None:
+        kid = Child(dict(self.base), lambda: h, lambda: h.count > 0)
+        self.out.append(Family("histogram", name, help_, [kid], False))
 
+
+def _scheduler(page: _Page, src: Source) -> None:
+    """The scheduler's and the caches' gauges."""
+    m = src.m
     caching = src.cache_labels.get("enable_prefix_caching") == "True"
 
     def hit_rate() -> float:
@@ -40,6 +73,7 @@ def v0_families(src: Source, model_name: str) -> list[Family]:
         q = m.prefix_block_queries
         return m.prefix_block_hits / q if q else 0.0
 
+    simple = page.simple
     simple(
         "gauge",
         "vllm:num_requests_running",
@@ -69,24 +103,33 @@ def v0_families(src: Source, model_name: str) -> list[Family]:
         "gauge", "vllm:cpu_prefix_cache_hit_rate", "CPU prefix cache block hit rate.", const(-1.0)
     )
     simple("gauge", "vllm:gpu_prefix_cache_hit_rate", "GPU prefix cache block hit rate.", hit_rate)
-    simple(
+
+
+def _tokens(page: _Page, m: MetricState) -> None:
+    """Preemptions and the token counters."""
+    page.simple(
         "counter",
         "vllm:num_preemptions",
         "Cumulative number of preemption from the engine.",
         lambda: m.preemptions,
     )
-    simple(
+    page.simple(
         "counter",
         "vllm:prompt_tokens",
         "Number of prefill tokens processed.",
         lambda: m.prompt_tokens,
     )
-    simple(
+    page.simple(
         "counter",
         "vllm:generation_tokens",
         "Number of generation tokens processed.",
         lambda: m.generation_tokens,
     )
+
+
+def _histograms(page: _Page, m: MetricState) -> None:
+    """Latencies, then request sizes and parameters."""
+    hist = page.hist
     hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", m.ttft)
     hist(
         "vllm:time_per_output_token_seconds",
@@ -103,11 +146,15 @@ def v0_families(src: Source, model_name: str) -> list[Family]:
         "vllm:request_generation_tokens", "Number of generation tokens processed.", m.req_gen_tokens
     )
     hist("vllm:request_params_n", "Histogram of the n request parameter.", m.req_params_n)
+
+
+def _requests(page: _Page, m: MetricState) -> None:
+    """Requests finished, one child per reason once one finished for it."""
     kids = [
-        Child({**base, "finished_reason": r}, reader(m.success, r), _seen(m.success, r))
+        Child({**page.base, "finished_reason": r}, reader(m.success, r), _seen(m.success, r))
         for r in SUCCESS_REASONS[:3]
     ]
-    out.append(
+    page.out.append(
         Family(
             "counter",
             "vllm:request_success",
@@ -116,6 +163,12 @@ def v0_families(src: Source, model_name: str) -> list[Family]:
             False,
         )
     )
+
+
+def _spec_decode_and_throughput(page: _Page, m: MetricState) -> None:
+    """Spec decode's families, HELP and TYPE only (no child on the simulated page), and
+    the average throughputs, shown once the engine logged one."""
+    simple = page.simple
     simple(
         "gauge", "vllm:spec_decode_draft_acceptance_rate", "Speulative token acceptance rate.", None
     )
@@ -136,16 +189,6 @@ def v0_families(src: Source, model_name: str) -> list[Family]:
         lambda: m.avg_generation_throughput or 0.0,
         lambda: m.avg_generation_throughput is not None,
     )
-    out.append(
-        Family(
-            "gauge",
-            "vllm:cache_config_info",
-            "Information of the LLMEngine CacheConfig",
-            [Child(dict(src.cache_labels), const(1.0))],
-            False,
-        )
-    )
-    return out
 
 
 def _seen(d: dict[str, float], key: str) -> Callable[[], bool]:

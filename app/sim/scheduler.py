@@ -221,21 +221,33 @@ class Scheduler:
     # -- one step -----------------------------------------------------------------------
 
     def schedule(self, now: float) -> None:
-        budget = self.budget
-        running = self.running
-        dec: list[Request] = []
-        pre: list[tuple[Request, int]] = []
         self.preempted = []
         self.admitted = []
-        ctx = 0
-        cdec = 0
-        attn = 0.0
-        tokens = 0
+        batch = _Batch(self.budget)
+        self._continue_running(batch)
+        if not self.preempted:
+            self._admit_waiting(now, batch)
+        else:
+            self.wait_kv = len(self.waiting)
+        k1 = self.decode_tokens
+        nd = len(batch.dec)
+        self.dec = batch.dec
+        self.pre = batch.pre
+        self.tokens = batch.tokens + nd * k1
+        # each decode token attends to its context and itself (and drafts to the ones before)
+        self.attn = batch.attn + k1 * batch.cdec + nd * k1 * (k1 + 1) // 2
+        self.ctx = batch.ctx + batch.cdec
+
+    def _continue_running(self, batch: _Batch) -> None:
+        """The running requests in order, each a decode or a prompt chunk, until the
+        budget is spent or one cannot grow its KV (then it, or a later one, was
+        preempted); the ones left over are counted idle by what they would do."""
+        running = self.running
+        k1 = self.decode_tokens
         i = 0
         lost = False
-        k1 = self.decode_tokens
         while i < len(running):
-            if budget <= 0:
+            if batch.budget <= 0:
                 break
             r = running[i]
             need = r.prompt_len + r.nout - r.ncomp
@@ -245,20 +257,13 @@ class Scheduler:
                 if r.ncomp + k1 > r.cap and not self._grow(r, k1):
                     lost = True
                     break
-                dec.append(r)
-                cdec += r.ncomp
-                budget -= k1
+                batch.decode(r, k1)
             else:
-                n = need if need < budget else budget
+                n = need if need < batch.budget else batch.budget
                 if r.ncomp + n > r.cap and not self._grow(r, n):
                     lost = True
                     break
-                pre.append((r, n))
-                c = r.ncomp
-                tokens += n
-                ctx += c
-                attn += n * c + n * (n + 1) / 2
-                budget -= n
+                batch.chunk(r, n)
             i += 1
         self.idle_prefill = self.idle_decode = 0
         if not lost:
@@ -267,38 +272,63 @@ class Scheduler:
                     self.idle_prefill += 1
                 else:
                     self.idle_decode += 1
+
+    def _admit_waiting(self, now: float, batch: _Batch) -> None:
+        """Admit waiting requests in order while the budget and ``max_num_seqs`` allow,
+        passing over the deferred ones (their KV is not here yet), until one does not
+        get its KV blocks; then the queue waits for KV."""
         waiting = self.waiting
-        kv_blocked = bool(self.preempted)
-        if not self.preempted:
-            max_seqs = self.max_num_seqs
-            skipped: list[Request] = []
-            while waiting and budget > 0 and len(running) < max_seqs:
-                r = waiting[0]
-                if r.ready > now:  # deferred: its KV is not here yet
-                    skipped.append(waiting.popleft())
-                    continue
-                n = self._admit(r, budget)
-                if n == 0:
-                    kv_blocked = True
-                    break
-                waiting.popleft()
-                if r.preempted:
-                    self.n_preempted_waiting -= 1
-                if r.first_sched < 0:
-                    r.first_sched = now
-                running.append(r)
-                c = r.ncomp
-                pre.append((r, n))
-                tokens += n
-                ctx += c
-                attn += n * c + n * (n + 1) / 2
-                budget -= n
-            waiting.extendleft(reversed(skipped))
+        running = self.running
+        kv_blocked = False
+        max_seqs = self.max_num_seqs
+        skipped: list[Request] = []
+        while waiting and batch.budget > 0 and len(running) < max_seqs:
+            r = waiting[0]
+            if r.ready > now:  # deferred: its KV is not here yet
+                skipped.append(waiting.popleft())
+                continue
+            n = self._admit(r, batch.budget)
+            if n == 0:
+                kv_blocked = True
+                break
+            waiting.popleft()
+            if r.preempted:
+                self.n_preempted_waiting -= 1
+            if r.first_sched < 0:
+                r.first_sched = now
+            running.append(r)
+            batch.chunk(r, n)
+        waiting.extendleft(reversed(skipped))
         self.wait_kv = len(waiting) if kv_blocked else self.n_preempted_waiting
-        nd = len(dec)
-        self.dec = dec
-        self.pre = pre
-        self.tokens = tokens + nd * k1
-        # each decode token attends to its context and itself (and drafts to the ones before)
-        self.attn = attn + k1 * cdec + nd * k1 * (k1 + 1) // 2
-        self.ctx = ctx + cdec
+
+
+class _Batch:
+    """The step being built: its decodes and prompt chunks, the token budget left, and
+    the sums its time is computed from (prompt tokens, their context and attention, the
+    decodes' context)."""
+
+    __slots__ = ("attn", "budget", "cdec", "ctx", "dec", "pre", "tokens")
+
+    def __init__(self, budget: int) -> None:
+        self.dec: list[Request] = []
+        self.pre: list[tuple[Request, int]] = []
+        self.budget = budget
+        self.tokens = 0
+        self.ctx = 0
+        self.cdec = 0
+        self.attn = 0.0
+
+    def decode(self, r: Request, k1: int) -> None:
+        """``r`` decodes ``k1`` tokens (1 + its draft tokens)."""
+        self.dec.append(r)
+        self.cdec += r.ncomp
+        self.budget -= k1
+
+    def chunk(self, r: Request, n: int) -> None:
+        """``r`` computes ``n`` prompt tokens after the ``r.ncomp`` it has."""
+        c = r.ncomp
+        self.pre.append((r, n))
+        self.tokens += n
+        self.ctx += c
+        self.attn += n * c + n * (n + 1) / 2
+        self.budget -= n

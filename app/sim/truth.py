@@ -93,6 +93,8 @@ P99_SHARE = 0.01
 FRONTEND_GAP_MIN_S = 0.1
 FRONTEND_GAP_SHARE = 0.5
 
+# The diagnosis' class and sub-cause names, spelled here: the simulator imports nothing of
+# app.diagnose; tests/test_sim_vocabulary.py ties the two vocabularies.
 CLASSES = (
     "healthy",
     "idle",
