@@ -10,9 +10,11 @@ from typing import Any
 import pytest
 
 from app.alerts.fields import _hint_lines
+from app.diagnose import diagnose
+from app.diagnose.classes import DiagnosisClass
 from app.diagnose.config import DiagnosisConfig
 from app.diagnose.effects import Effect, Figure, rank_by_effect
-from app.read.effects import TwinEffects, rebased
+from app.read.effects import TwinEffects, priced, rebased
 from app.read.headroom import stream_headroom
 from app.read.twincache import TwinCache
 from app.sim.scale_out import EPOCH, record_until
@@ -122,3 +124,22 @@ def test_a_growing_queues_headroom_needs_no_twin_and_agrees_with_the_class(
     assert r.headroom is not None and r.headroom.limit is Limit.QUEUE
     assert (r.headroom.capacity_now() or 0) > 1.2 and r.headroom.replicas_needed == 2
     assert r.headroom.text().startswith("needs ×") and cache.computed == 0
+
+
+def test_a_card_during_a_surge_shows_the_incidents_terms_without_a_twin(
+    surge: tuple[Store, float],
+) -> None:
+    """The card's read (no twin run): the traffic's hint said as the drain, from the
+    window the card shows."""
+    store, end = surge
+    model = store.streams("r0")[0][1]
+    shown = window(store.intervals("r0", model, end - 60, end), start=end - 60, end=end,
+                   target="r0", model_name=model)  # fmt: skip
+    d = diagnose(shown, DiagnosisConfig())
+    assert d.cls is DiagnosisClass.QUEUE_BOUND
+    cache = TwinCache()
+    out = priced(d, store.intervals, config=DiagnosisConfig(), cache=cache, compute=False,
+                 window=shown)  # fmt: skip
+    priced_hints = [h for h in out.hints if h.effect is not None]
+    assert priced_hints and cache.computed == 0
+    assert all(h.effect.backlog is not None for h in priced_hints if h.effect)

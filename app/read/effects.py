@@ -353,6 +353,12 @@ def priced(
     if not compute:
         if cache is None:
             return d
+        inc = None if window is None else growing(intervals, window, config)
+        if inc is not None and window is not None:  # the incident's terms, no twin run
+            known = {s: known_capacity(cache, config, window, s) for s in settings}
+            return attach(
+                d, {s: backlog_effect(inc, s, c) for s, c in known.items() if c is not None}
+            )
         cached = cached_effects(cache, config, d.target, d.model_name, at, settings)
         return attach(d, cached if window is None else rebased(cached, window))
     found = stream_effects(

@@ -5,9 +5,9 @@ effects panel and the incident's diagnosis at the peak."""
 
 from __future__ import annotations
 
-from app.diagnose.config import DiagnosisConfig
 from app.diagnose.records import Diagnosis
 from app.evaluate.effects import attach, settings_of
+from app.model import Window
 from app.read.effects import cached_effects, priced, stream_effects
 from app.read.target import UiData
 from app.read.twincache import TwinCache
@@ -15,12 +15,27 @@ from app.read.twincache import TwinCache
 NEEDS_HISTORY = "predicted effects: need the stored history (not this source)"
 
 
-def with_cached(twin: TwinCache, config: DiagnosisConfig, d: Diagnosis) -> Diagnosis:
-    """``d`` with the effects its hints already have in the twin cache (no twin run)."""
+def with_cached(
+    data: UiData, twin: TwinCache, d: Diagnosis, window: Window | None = None
+) -> Diagnosis:
+    """``d`` with the effects its hints already have (no twin run): from ``window``'s
+    p99s where given, or in the incident's terms where its queue grows."""
     settings = settings_of(d)
     if not settings:
         return d
-    return attach(d, cached_effects(twin, config, d.target, d.model_name, d.end, settings))
+    intervals = getattr(data.source, "intervals", None)
+    if intervals is None or window is None:
+        found = cached_effects(twin, data.config, d.target, d.model_name, d.end, settings)
+        return attach(d, found)
+    return priced(
+        d,
+        intervals,
+        config=data.config,
+        cache=twin,
+        info=dict(window.info or {}),
+        compute=False,
+        window=window,
+    )
 
 
 def current_priced(
@@ -48,6 +63,7 @@ def current_priced(
         config=data.config,
         cache=twin,
         info=dict(window.info or {}),
+        shown=window,
     )
     return attach(d, effects)
 
@@ -72,4 +88,5 @@ def priced_at(
         cache=twin,
         info=dict(window.info or {}),
         compute=compute,
+        window=window,
     )

@@ -102,10 +102,13 @@ def _effect_line(h: Hint) -> list[html.Div]:
     tip = "the what-if twin on this stream's last 15 minutes" + (
         "" if e.replay_error is None else f" (its replay is {e.replay_error:.0%} off)"
     )
+    if e.backlog is not None:
+        tip = "the queue grows: the incident model on this stream's last 5 minutes"
+    unreliable = " unreliable" if e.unreliable is not None else ""
     return [
         html.Div(
             e.text(),
-            className=f"effect {verdict}".strip(),
+            className=f"effect {verdict}{unreliable}".strip(),
             title=tip,
             **data_attrs(verdict=verdict),
         )

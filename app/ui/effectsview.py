@@ -11,6 +11,7 @@ from typing import Any
 from dash import Dash, Input, Output, html
 
 from app.diagnose.records import Diagnosis
+from app.model import Window
 from app.read.pageeffects import current_priced, with_cached
 from app.ui import ids
 from app.ui.components import data_attrs
@@ -23,9 +24,10 @@ def placeholder() -> html.Div:
     return html.Div(PENDING, id=ids.TARGET_EFFECTS, className="effects muted")
 
 
-def cached(ctx: PageContext, d: Diagnosis) -> Diagnosis:
-    """``d`` with the effects its hints already have in the twin cache (no twin run)."""
-    return with_cached(ctx.twin, ctx.data.config, d)
+def cached(ctx: PageContext, d: Diagnosis, window: Window | None = None) -> Diagnosis:
+    """``d`` with the effects its hints already have (no twin run), from ``window``'s
+    p99s — the window the card shows — or in the incident's terms."""
+    return with_cached(ctx.data, ctx.twin, d, window)
 
 
 def register(app: Dash, ctx: PageContext) -> None:
@@ -46,8 +48,15 @@ def register(app: Dash, ctx: PageContext) -> None:
         items = [
             html.Li(
                 [html.Code(h.action), html.Span(": "), h.effect.text()],
-                className=f"effect {h.effect.verdict or ''}".strip(),
-                **data_attrs(hint=h.id, verdict=str(h.effect.verdict or "")),
+                className=" ".join(
+                    ["effect", str(h.effect.verdict or "")]
+                    + (["unreliable"] if h.effect.unreliable is not None else [])
+                ).strip(),
+                **data_attrs(
+                    hint=h.id,
+                    verdict=str(h.effect.verdict or ""),
+                    regime="steady" if h.effect.backlog is None else "growing",
+                ),
             )
             for h in d.hints
             if h.effect is not None
