@@ -20,7 +20,7 @@ def register(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser("config", help="work with configuration files")
     actions = p.add_subparsers(dest="config_action", required=True, metavar="ACTION")
     check = actions.add_parser("check", help="validate a configuration file and exit")
-    check.add_argument("file", metavar="FILE")
+    check.add_argument("file", metavar="FILE", help="the YAML configuration file to check")
     check.set_defaults(func=run_check)
 
 

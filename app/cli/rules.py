@@ -36,7 +36,7 @@ def register(sub: Any) -> None:
     )
     actions = rules.add_subparsers(dest="rules_action", required=True, metavar="ACTION")
     check = actions.add_parser("check", help="validate rule files and exit")
-    check.add_argument("files", nargs="+", metavar="FILE")
+    check.add_argument("files", nargs="+", metavar="FILE", help="rule files to validate")
     check.set_defaults(func=run_check)
     try_ = actions.add_parser("replay", help="evaluate rules over a recording folder")
     _replay_args(try_)

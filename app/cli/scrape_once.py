@@ -17,9 +17,9 @@ def register(sub: Any) -> None:
     q: argparse.ArgumentParser = sub.add_parser(
         "scrape-once", help="scrape one URL or file and print the normalised streams"
     )
-    q.add_argument("source", metavar="URL_OR_FILE")
+    q.add_argument("source", metavar="URL_OR_FILE", help="a /metrics URL or a saved page")
     q.add_argument("--json", action="store_true", help="print JSON (the default and only form)")
-    q.add_argument("--timeout", type=float, default=10.0)
+    q.add_argument("--timeout", type=float, default=10.0, help="fetch timeout, seconds")
     q.set_defaults(func=run_scrape_once)
 
 

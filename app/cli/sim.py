@@ -34,7 +34,7 @@ def register(sub: Any) -> None:
     p.add_argument("--list", action="store_true", help="list the shipped scenarios and exit")
     p.add_argument("--port", type=int, default=8000, help="port to serve on (0: any free port)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="random seed of the workload")
     p.add_argument(
         "--replicas", type=int, default=1, help="replicas served as /replica/{i}/metrics"
     )
@@ -75,15 +75,15 @@ def register(sub: Any) -> None:
         metavar="B",
         help="model size in billions (architecture of the nearest preset)",
     )
-    g.add_argument("--weight-bits", type=int, choices=(4, 8, 16))
+    g.add_argument("--weight-bits", type=int, choices=(4, 8, 16), help="bits per weight")
     g.add_argument("--rate", type=float, help="arrival rate, requests/s")
     g.add_argument("--load", type=float, help="arrival rate relative to estimated capacity")
-    g.add_argument("--max-num-seqs", type=int)
-    g.add_argument("--max-num-batched-tokens", type=int)
-    g.add_argument("--gpu-memory-utilization", type=float)
-    g.add_argument("--max-model-len", type=int)
-    g.add_argument("--no-prefix-caching", action="store_true")
-    g.add_argument("--served-model-name")
+    g.add_argument("--max-num-seqs", type=int, help="vLLM's --max-num-seqs")
+    g.add_argument("--max-num-batched-tokens", type=int, help="vLLM's --max-num-batched-tokens")
+    g.add_argument("--gpu-memory-utilization", type=float, help="vLLM's --gpu-memory-utilization")
+    g.add_argument("--max-model-len", type=int, help="vLLM's --max-model-len")
+    g.add_argument("--no-prefix-caching", action="store_true", help="turn prefix caching off")
+    g.add_argument("--served-model-name", help="the model_name label the pages carry")
     g.add_argument(
         "--set",
         action="append",

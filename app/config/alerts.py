@@ -74,4 +74,7 @@ class AlertsConfig(Strict):
         description="the largest silence (matchers, createdBy and comment), bytes; a larger "
         "one is refused 422, as Alertmanager's --silences.max-silence-size-bytes",
     )
-    receivers: ReceiversConfig = Field(default_factory=ReceiversConfig)
+    receivers: ReceiversConfig = Field(
+        default_factory=ReceiversConfig,
+        description="where notifications go: URL lists by kind (secrets: never logged)",
+    )

@@ -40,4 +40,6 @@ class FleetConfig(Strict):
         default_factory=list,
         description="target labels that split a model's replicas into fleets, e.g. [cluster]",
     )
-    imbalance: ImbalanceConfig = Field(default_factory=ImbalanceConfig)
+    imbalance: ImbalanceConfig = Field(
+        default_factory=ImbalanceConfig, description="when a replica departs from its peers"
+    )

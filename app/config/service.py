@@ -32,13 +32,24 @@ class LogConfig(Strict):
 
 
 class ServerConfig(Strict):
-    host: str = "127.0.0.1"
-    port: int = Field(8321, ge=0, le=65535)
+    host: str = Field("127.0.0.1", description="the address the API and UI listen on")
+    port: int = Field(8321, ge=0, le=65535, description="the port the API and UI listen on")
     # Connections to the API and UI at once; never more than the file descriptors left
     # once one per scraped target is kept aside (app.api.connections).
-    max_connections: int = Field(512, ge=1, le=1_000_000)
+    max_connections: int = Field(
+        512,
+        ge=1,
+        le=1_000_000,
+        description="API/UI connections at once; past it the oldest still sending its "
+        "request head is closed",
+    )
     # Seconds a connection has to send a whole request head (slow clients are closed).
-    request_head_timeout: float = Field(10.0, gt=0, le=3600)
+    request_head_timeout: float = Field(
+        10.0,
+        gt=0,
+        le=3600,
+        description="seconds to send a whole request head, else the connection closes",
+    )
 
 
 class WhatIfConfig(Strict):

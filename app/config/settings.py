@@ -23,27 +23,52 @@ class Settings(BaseSettings):
         env_prefix="PHASEWATCH_", env_nested_delimiter="__", extra="forbid", frozen=True
     )
 
-    targets: list[TargetConfig] = Field(default_factory=list)
+    targets: list[TargetConfig] = Field(
+        default_factory=list, description="the vLLM servers to scrape"
+    )
     file_sd: list[FileSdConfig] = Field(
         default_factory=list, description="targets from files of target groups (Prometheus')"
     )
     http_sd: list[HttpSdConfig] = Field(
         default_factory=list, description="targets from URLs answering target groups"
     )
-    scrape: ScrapeConfig = Field(default_factory=ScrapeConfig)
-    window: WindowConfig = Field(default_factory=WindowConfig)
-    slo: SloConfig = Field(default_factory=SloConfig)
-    storage: StorageConfig = Field(default_factory=StorageConfig)
-    server: ServerConfig = Field(default_factory=ServerConfig)
-    log: LogConfig = Field(default_factory=LogConfig)
-    source: SourceConfig = Field(default_factory=SourceConfig)
-    alerts: AlertsConfig = Field(default_factory=AlertsConfig)
-    fleet: FleetConfig = Field(default_factory=FleetConfig)
-    whatif: WhatIfConfig = Field(default_factory=WhatIfConfig)
+    scrape: ScrapeConfig = Field(
+        default_factory=ScrapeConfig,
+        description="how pages are fetched, and the caps on what a page may hold",
+    )
+    window: WindowConfig = Field(
+        default_factory=WindowConfig, description="the API's default window length and step"
+    )
+    slo: SloConfig = Field(
+        default_factory=SloConfig, description="the latency objectives the diagnosis judges against"
+    )
+    storage: StorageConfig = Field(
+        default_factory=StorageConfig, description="the SQLite store and how long it keeps history"
+    )
+    server: ServerConfig = Field(
+        default_factory=ServerConfig, description="where the API and UI listen"
+    )
+    log: LogConfig = Field(default_factory=LogConfig, description="logging")
+    source: SourceConfig = Field(
+        default_factory=SourceConfig,
+        description="where the signals come from: the scraped targets or a Prometheus API",
+    )
+    alerts: AlertsConfig = Field(
+        default_factory=AlertsConfig, description="alert rules, their evaluation and delivery"
+    )
+    fleet: FleetConfig = Field(
+        default_factory=FleetConfig, description="replicas of one model, summed into fleets"
+    )
+    whatif: WhatIfConfig = Field(
+        default_factory=WhatIfConfig,
+        description="the what-if twin inside the service: the hints' predicted effects",
+    )
     probes: list[ProbeConfig] = Field(
         default_factory=list, description="requests sent to time what a client sees"
     )
-    probing: ProbingConfig = Field(default_factory=ProbingConfig)
+    probing: ProbingConfig = Field(
+        default_factory=ProbingConfig, description="what every probe shares"
+    )
     slos: list[SloObjectConfig] | None = Field(
         None,
         description="SLOs with error budgets; unset: one 'default' SLO per model from `slo`",

@@ -18,7 +18,10 @@ class SloConfig(SloValues):
     """Default SLOs plus overrides keyed by target name or model name (a target key beats
     a model key; resolved per stream by ``app.evaluate.settings``)."""
 
-    overrides: dict[str, SloValues] = Field(default_factory=dict)
+    overrides: dict[str, SloValues] = Field(
+        default_factory=dict,
+        description="per target name or model_name: {ttft_p99, itl_p99} (a target beats a model)",
+    )
     min_events_for_budget: int = Field(
         1000,
         ge=0,
@@ -30,7 +33,7 @@ class SloConfig(SloValues):
 class SloObjectConfig(Strict):
     """A service-level objective on a fleet: latency objectives, target ratio, period."""
 
-    name: str
+    name: str = Field(description="the SLO's name; unique")
     selector: dict[str, str] = Field(
         default_factory=dict,
         description="model_name and/or target labels the replicas must have; {} = every model",

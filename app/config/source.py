@@ -13,8 +13,8 @@ _SELECTOR_RE = re.compile(r"^\s*(\{.*\})?\s*$", re.S)
 
 
 class BasicAuth(Strict):
-    username: str
-    password: str = ""
+    username: str = Field(description="the basic-auth user name")
+    password: str = Field("", description="the basic-auth password (never logged)")
 
 
 class SourceConfig(Strict):

@@ -42,9 +42,13 @@ class TargetServerConfig(Strict):
 class TargetConfig(Strict):
     """One vLLM server to scrape."""
 
-    name: str
-    url: str
-    labels: dict[str, str] = Field(default_factory=dict)
+    name: str = Field(description="letters, digits and _.:@- ; unique among targets")
+    url: str = Field(description="the /metrics URL to scrape")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="free-form, shown in the API; `role` (prefill, decode or both) places the "
+        "replica in a P/D fleet's pool",
+    )
     server: TargetServerConfig | None = Field(
         None, description="the server's engine settings its /metrics does not show"
     )
