@@ -103,25 +103,11 @@ def derive(
       engine step: its Δcount per second, its mean and its p99 (its buckets mislead
       under chunked prefill: ``reference/physics.md``).
     """
-    finished = [r for name, r in rates.items() if name.startswith("finished:")]
-    completion = None
-    if finished and covered > 0:
-        completion = math.fsum(r for r in finished if r is not None)
-    rejection = rates.get("admission_rejections")
-    queued = _queue_change(gauges.get("running"), gauges.get("waiting"))
-    arrival = None
-    if completion is not None and queued is not None and gauge_span > 0:
-        arrival = max(0.0, completion + (rejection or 0.0) + queued / gauge_span)
+    completion, arrival, rejection = _flow(covered, rates, gauges, gauge_span)
     hit = _hit_ratio(increases, gauges)
     prompt_rate = rates.get("prompt_tokens")
     prompt_mean = means.get("prompt_len")
-    computed = increases.get("prompt_tokens_local_compute")
-    if computed is not None:
-        uncached_rate = rates.get("prompt_tokens_local_compute")
-        uncached_mean = _ratio(computed, observations.get("ttft"))
-    else:
-        uncached_rate = None if prompt_rate is None or hit is None else prompt_rate * (1 - hit)
-        uncached_mean = None if prompt_mean is None or hit is None else prompt_mean * (1 - hit)
+    uncached_rate, uncached_mean = _uncached(increases, observations, rates, means, hit)
     steps = observations.get("step_tokens")
     step_p99 = quantiles.get("step_tokens", {}).get("p99")
     kv = gauges.get("kv_usage")
@@ -156,6 +142,42 @@ def derive(
         kv_usage_avg=None if kv is None else kv.avg,
         kv_usage_max=None if kv is None else kv.max,
     )
+
+
+def _flow(
+    covered: float,
+    rates: Mapping[str, float | None],
+    gauges: Mapping[str, GaugeStats],
+    gauge_span: float,
+) -> tuple[float | None, float | None, float | None]:
+    """(completions/s, estimated arrivals/s, rejections/s) as :func:`derive` says."""
+    finished = [r for name, r in rates.items() if name.startswith("finished:")]
+    completion = None
+    if finished and covered > 0:
+        completion = math.fsum(r for r in finished if r is not None)
+    rejection = rates.get("admission_rejections")
+    queued = _queue_change(gauges.get("running"), gauges.get("waiting"))
+    arrival = None
+    if completion is not None and queued is not None and gauge_span > 0:
+        arrival = max(0.0, completion + (rejection or 0.0) + queued / gauge_span)
+    return completion, arrival, rejection
+
+
+def _uncached(
+    increases: Mapping[str, float],
+    observations: Mapping[str, float],
+    rates: Mapping[str, float | None],
+    means: Mapping[str, float | None],
+    hit: float | None,
+) -> tuple[float | None, float | None]:
+    """The uncached prompt tokens (per second, per request) as :func:`derive` says."""
+    computed = increases.get("prompt_tokens_local_compute")
+    if computed is not None:
+        return rates.get("prompt_tokens_local_compute"), _ratio(computed, observations.get("ttft"))
+    prompt_rate, prompt_mean = rates.get("prompt_tokens"), means.get("prompt_len")
+    rate = None if prompt_rate is None or hit is None else prompt_rate * (1 - hit)
+    mean = None if prompt_mean is None or hit is None else prompt_mean * (1 - hit)
+    return rate, mean
 
 
 def mean_prompt_len(w: Window) -> float | None:
