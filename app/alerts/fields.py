@@ -128,6 +128,9 @@ SLO_FIELDS: dict[str, str] = {
 }
 LABEL_PREFIX = "labels."
 TOP_HINTS = 3
+# What an alert knows of itself, for its annotations only (``app.alerts.state``): the
+# seconds since its condition began to hold, and the values it held with meanwhile.
+ALERT_FIELDS: dict[str, str] = {"active_for": "number", "held": "string"}
 
 # A scrape that got a page counts as "up" (even with no vllm: families on it): the
 # server answered. Refused, timed out, HTTP errors, non-Prometheus bodies are "down".

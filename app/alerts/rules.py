@@ -14,6 +14,9 @@ A file is a list of rules under ``rules:`` (or Prometheus' ``groups: [{name, rul
         annotations:
           summary: "TTFT p99 {{ value | seconds }} on {{ labels.model_name }}"
 
+Annotations also read ``active_for`` (seconds the condition has held: since when, not
+the rule's ``for``) and ``held`` (the values it held with, and how long each).
+
 Durations are seconds or Go-style ``90s``, ``2m``, ``1h30m``, ``500ms``
 (:func:`app.durations.parse_duration`). Every field
 name in ``expr``, ``value`` and the templates is checked against the fields rules can
@@ -39,7 +42,13 @@ from typing import Any
 import yaml
 
 from app.alerts import expr as ex
-from app.alerts.fields import LABEL_PREFIX, SLO_ONLY_FIELDS, field_type, known_names
+from app.alerts.fields import (
+    ALERT_FIELDS,
+    LABEL_PREFIX,
+    SLO_ONLY_FIELDS,
+    field_type,
+    known_names,
+)
 from app.alerts.template import Template, TemplateError, parse_template
 from app.config import AlertsConfig
 from app.durations import parse_duration
@@ -294,7 +303,7 @@ class _RuleBuilder:
             except TemplateError as exc:
                 raise self.fail(v_node, f"annotations.{k}: {exc.message}", exc.column - 1) from None
             for name, column in template.names:
-                if name == "value" or name.startswith(LABEL_PREFIX):
+                if name in ("value", *ALERT_FIELDS) or name.startswith(LABEL_PREFIX):
                     continue
                 if field_type(name, scope) is None:
                     why = (

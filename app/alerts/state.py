@@ -12,6 +12,14 @@ instance of its scope (:mod:`app.alerts.fields`):
   not hold (``keep_firing_since``), then is **resolved** (``resolved_at`` = now).
 * an alert whose rule or instance is gone counts as not holding.
 
+Its annotations are rendered while the condition holds, with what the alert knows
+besides the instance's fields (``ALERT_FIELDS``): ``active_for``, the seconds since the
+condition began to hold (``active_at``: since when, not the rule's ``for``), and
+``held``, the values the condition held with over that time and for how long each (a
+class that changed within the episode: ``queue_bound 4m 45s, prefill_bound 15s``). Once
+it stops holding they are not rendered again: a firing alert kept for
+``keep_firing_for``, and its resolution, carry the text of the condition as it last held.
+
 Resolved alerts stay in the state (``inactive`` with ``resolved_at``) for
 ``resolved_retention`` seconds so receivers keep hearing "resolved"; if the condition
 holds again meanwhile, a new episode starts from pending.
@@ -34,6 +42,7 @@ from typing import Any
 from app.alerts import expr as ex
 from app.alerts.fields import LABEL_PREFIX, Instance
 from app.alerts.rules import Rule
+from app.alerts.template import render_value
 
 __all__ = [
     "Alert",
@@ -77,6 +86,8 @@ class Alert:
 
     ``notified`` is what event receivers were last told (``firing``/``resolved``/None);
     ``last_sent_at`` when update receivers (Alertmanager) were last sent this alert.
+    ``held``: each text value the condition held with in this episode and the seconds it
+    held (first seen first); empty for numeric values.
     """
 
     fingerprint: str
@@ -92,6 +103,7 @@ class Alert:
     keep_firing_since: float | None = None
     notified: str | None = None
     last_sent_at: float | None = None
+    held: tuple[tuple[str, float], ...] = ()
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -100,6 +112,7 @@ class Alert:
     def from_json(cls, text: str) -> Alert:
         data: dict[str, Any] = json.loads(text)
         data["state"] = AlertState(data["state"])
+        data["held"] = tuple((str(v), float(t)) for v, t in data.get("held") or ())
         return cls(**data)
 
     def public(self) -> dict[str, Any]:
@@ -180,13 +193,36 @@ def alert_labels(rule: Rule, instance: Instance) -> dict[str, str]:
     return labels
 
 
-def _annotations(
-    rule: Rule, instance: Instance, labels: Mapping[str, str], value: ex.Value
-) -> dict[str, str]:
+def _annotations(rule: Rule, instance: Instance, alert: Alert, now: float) -> dict[str, str]:
+    """The rule's templates over the instance's fields, the value, the labels and what
+    the alert knows (module docstring)."""
     context: dict[str, Any] = dict(instance.fields)
-    context["value"] = value
-    context.update({LABEL_PREFIX + k: v for k, v in labels.items()})
+    context["value"] = alert.value
+    context.update({LABEL_PREFIX + k: v for k, v in alert.labels.items()})
+    context["active_for"] = max(0.0, now - alert.active_at)
+    context["held"] = held_text(alert.held)
     return {k: t.render(context) for k, t in rule.annotations}
+
+
+def held_text(held: Sequence[tuple[str, float]]) -> str | None:
+    """``queue_bound 4m 45s, prefill_bound 15s``; None when nothing was recorded."""
+    if not held:
+        return None
+    return ", ".join(f"{v} {render_value(s, 'duration')}" for v, s in held)
+
+
+def _held(
+    prev: tuple[tuple[str, float], ...], value: ex.Value, seconds: float
+) -> tuple[tuple[str, float], ...]:
+    """``prev`` with ``seconds`` more for a text ``value`` (numbers are not tracked)."""
+    if not isinstance(value, str):
+        return prev
+    out = list(prev)
+    for i, (v, s) in enumerate(out):
+        if v == value:
+            out[i] = (v, s + seconds)
+            return tuple(out)
+    return (*out, (value, seconds))
 
 
 def evaluate(
@@ -232,8 +268,7 @@ def evaluate(
             alert: Alert | None
             if res.holds:
                 value = ex.value_of(rule.value, inst.fields) if rule.value is not None else None
-                notes = _annotations(rule, inst, labels, value)
-                alert = _holds(rule, old, fp, labels, notes, value, now, transitions)
+                alert = _holds(rule, inst, old, fp, labels, value, now, transitions)
             else:
                 alert = _clears(rule, old, now, transitions) if old is not None else None
             if alert is not None:
@@ -266,28 +301,39 @@ def _transition(a: Alert, state: str, previous: str, now: float) -> Transition:
 
 def _holds(
     rule: Rule,
+    inst: Instance,
     old: Alert | None,
     fp: str,
     labels: dict[str, str],
-    notes: dict[str, str],
     value: ex.Value,
     now: float,
     out: list[Transition],
 ) -> Alert:
+    """The alert of a condition that holds at ``now``: started, kept or fired, its
+    annotations rendered for it (module docstring)."""
     if old is None or old.state == AlertState.INACTIVE:
-        alert = Alert(fp, rule.name, labels, notes, AlertState.PENDING, now, now, value)
-        if rule.for_s <= 0:
-            alert = replace(alert, state=AlertState.FIRING, fired_at=now)
-            out.append(_transition(alert, "firing", "inactive", now))
-        else:
-            out.append(_transition(alert, "pending", "inactive", now))
-        return alert
-    alert = replace(
-        old, labels=labels, annotations=notes, value=value, last_eval=now, keep_firing_since=None
-    )
-    if alert.state == AlertState.PENDING and now - alert.active_at >= rule.for_s:
+        alert = Alert(fp, rule.name, labels, {}, AlertState.PENDING, now, now, value)
+        alert = replace(alert, held=_held((), value, 0.0))
+        previous = "inactive"
+        fires = rule.for_s <= 0
+    else:
+        alert = replace(
+            old,
+            labels=labels,
+            value=value,
+            last_eval=now,
+            keep_firing_since=None,
+            held=_held(old.held, value, max(0.0, now - old.last_eval)),
+        )
+        previous = str(old.state)
+        fires = alert.state == AlertState.PENDING and now - alert.active_at >= rule.for_s
+    if fires:
         alert = replace(alert, state=AlertState.FIRING, fired_at=now)
-        out.append(_transition(alert, "firing", "pending", now))
+    alert = replace(alert, annotations=_annotations(rule, inst, alert, now))
+    if previous == "inactive":
+        out.append(_transition(alert, str(alert.state), previous, now))
+    elif fires:
+        out.append(_transition(alert, "firing", previous, now))
     return alert
 
 

@@ -3,7 +3,8 @@
 ``name`` is ``value`` (the rule's value), ``labels.<label>`` (the alert's labels) or
 any rule field (``ttft_p99``, ``summary``, ``hints``, ``ui_url``…). Filters format
 numbers for people: ``seconds`` (``470 ms``, ``2.47 s``), ``percent`` (``96%``),
-``number`` (three significant digits). An unknown or null value renders ``n/a``.
+``number`` (three significant digits), ``duration`` (``45s``, ``5m 15s``, ``1h 2m``: how
+long a condition has held, ``active_for``). An unknown or null value renders ``n/a``.
 Templates are parsed when the rules load, so a typo fails there, not at 3 a.m.
 
 A value rendered is shown safely (:mod:`app.alerts.shown`): a value a target wrote
@@ -52,7 +53,17 @@ def _percent(v: float) -> str:
     return f"{v:.0%}"
 
 
+def _duration(v: float) -> str:
+    s = max(0, round(v))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60}s"
+    return f"{s // 3600}h {s % 3600 // 60}m"
+
+
 FILTERS: dict[str, Callable[[float], str]] = {
+    "duration": _duration,
     "number": _number,
     "seconds": _seconds,
     "percent": _percent,

@@ -38,9 +38,9 @@ class AlertRow:
 
 def alert_summary(a: AlertRow) -> str:
     """What a row can truthfully say. A rule's summary is written for the notification
-    of a firing alert ("… has been queue_bound for 5 minutes"), so a pending alert says
-    it is pending and since when, and one that ended while pending says it never fired;
-    other states keep the rule's summary."""
+    of a firing alert, so a pending alert says it is pending and since when, and one
+    that ended while pending says it never fired; other states keep the rule's summary
+    (rendered with how long its condition had held, ``app.alerts.state``)."""
     if a.state == "pending":
         since = datetime.fromtimestamp(a.active_at or a.at, UTC).strftime("%Y-%m-%d %H:%M:%S")
         return f"pending since {since} UTC: its condition holds, not yet long enough to fire"
