@@ -311,26 +311,69 @@ def pool_imbalance(pools: Mapping[str, Pool]) -> PoolImbalance | None:
     n_p, n_d = len(pre.replicas), len(dec.replicas)
     if n_p == 0 or n_d == 0:
         return None
-    for busy, quiet in ((pre, dec), (dec, pre)):
-        saturated = busy.diagnosis.cls in CAPACITY_CLASSES
-        idle = quiet.diagnosis.cls in QUIET_CLASSES and (quiet.load or 0.0) < IDLE_LOAD
-        if saturated and idle:
-            break
-    else:
+    pair = _saturated_beside_idle(pre, dec)
+    if pair is None:
         return None
-    total = n_p + n_d
-    w_p, w_d = n_p * (pre.load or 0.0), n_d * (dec.load or 0.0)
-    x = round(total * w_p / (w_p + w_d)) if w_p + w_d > 0 else n_p
-    x = min(total - 1, max(1, x))
-    if x == n_p:  # rounding moves nothing: move one toward the saturated pool
-        x = min(total - 1, n_p + 1) if busy is pre else max(1, n_p - 1)
-    target = (x, total - x)
+    busy, quiet = pair
+    target = _target(pre, dec, busy is pre)
     if target == (n_p, n_d):
         return None  # one replica per pool: nothing to move (add one instead)
     derived = busy.fleet.window.derived
     demand = None
     if derived.arrival_rate and derived.completion_rate:
         demand = derived.arrival_rate / derived.completion_rate
+    outlier = _outlier(pre, dec, busy, quiet, target, demand)
+    return PoolImbalance(
+        busy.role,
+        quiet.role,
+        (n_p, n_d),
+        target,
+        (pre.load or 0.0, dec.load or 0.0),
+        demand,
+        outlier,
+    )
+
+
+def _saturated_beside_idle(pre: Pool, dec: Pool) -> tuple[Pool, Pool] | None:
+    """(the saturated pool, the idle one), or None when neither pair is."""
+    for busy, quiet in ((pre, dec), (dec, pre)):
+        saturated = busy.diagnosis.cls in CAPACITY_CLASSES
+        idle = quiet.diagnosis.cls in QUIET_CLASSES and (quiet.load or 0.0) < IDLE_LOAD
+        if saturated and idle:
+            return busy, quiet
+    return None
+
+
+def _weights(pre: Pool, dec: Pool) -> tuple[float, float]:
+    """Each pool's replicas × load: what the split follows."""
+    return len(pre.replicas) * (pre.load or 0.0), len(dec.replicas) * (dec.load or 0.0)
+
+
+def _target(pre: Pool, dec: Pool, prefill_busy: bool) -> tuple[int, int]:
+    """The (prefill, decode) replicas to run: the same total split by replicas × load,
+    at least one each, and at least one moved toward the saturated pool."""
+    n_p, n_d = len(pre.replicas), len(dec.replicas)
+    total = n_p + n_d
+    w_p, w_d = _weights(pre, dec)
+    x = round(total * w_p / (w_p + w_d)) if w_p + w_d > 0 else n_p
+    x = min(total - 1, max(1, x))
+    if x == n_p:  # rounding moves nothing: move one toward the saturated pool
+        x = min(total - 1, n_p + 1) if prefill_busy else max(1, n_p - 1)
+    return x, total - x
+
+
+def _outlier(
+    pre: Pool,
+    dec: Pool,
+    busy: Pool,
+    quiet: Pool,
+    target: tuple[int, int],
+    demand: float | None,
+) -> Outlier:
+    """The imbalance as the fleet view shows an outlier: its summary, evidence and hint."""
+    n_p, n_d = len(pre.replicas), len(dec.replicas)
+    total = n_p + n_d
+    w_p, w_d = _weights(pre, dec)
     role, other = busy.role, quiet.role
     summary = (
         f"the {role} pool is {busy.diagnosis.cls} while the {other} pool idles "
@@ -385,13 +428,4 @@ def pool_imbalance(pools: Mapping[str, Pool]) -> PoolImbalance | None:
         f"{reading} — {base.why}",
         reading,
     )
-    outlier = Outlier(f"{role} pool", "pool", summary, evidence, (hint,))
-    return PoolImbalance(
-        role,
-        other,
-        (n_p, n_d),
-        target,
-        (pre.load or 0.0, dec.load or 0.0),
-        demand,
-        outlier,
-    )
+    return Outlier(f"{role} pool", "pool", summary, evidence, (hint,))
