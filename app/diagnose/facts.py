@@ -9,8 +9,9 @@ Everything here is a plain reading of the window, with two derived quantities:
   (then the TTFTs observed now reflect the queue of a while ago). Without
   ``prefill_time`` (V0 pages): mean wait (waiting avg / first-token rate) over mean TTFT.
   The ``queue_time`` histogram (vLLM ≥ 0.7) is observed only when a request *finishes*
-  (vllm-metrics.md §1.4), so it describes requests admitted up to a whole generation
-  earlier; it is the last fallback, and ``queue_time_share`` shows it beside the estimate.
+  (docs/vllm-signals.md, "When vLLM observes"), so it describes requests admitted up to
+  a whole generation earlier; it is the last fallback, and ``queue_time_share`` shows it
+  beside the estimate.
 * **computed prompt tokens** — prompt tokens × (1 − prefix-cache hit ratio): the prefill
   work actually done.
 

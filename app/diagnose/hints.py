@@ -1,6 +1,6 @@
 """What to change: the hint catalog as data, each hint built from the evidence.
 
-Each entry names the vLLM flag or action, a one-line why (physics.md, "What to change"),
+Each entry names the vLLM flag or action, a one-line why (docs/concepts.md, "What to change"),
 the situations it applies to with a base rank (lower first), the changes it addresses,
 and a **builder**: a function of the window's readings (``Facts``), the thresholds, the
 server's settings (``server.ServerView``: the page's ``cache_config_info``, the
@@ -30,7 +30,7 @@ step's token budget), ``memory_hints`` (the KV pool, the weights, the batch size
 speculative decoding), ``queue_hints`` (capacity, deferred admission, stalls),
 ``frontend_hints`` (the way between client and engine, the probe, the /metrics page) and
 ``transfer_hints`` (the KV transfer of disaggregated serving), each with the numbers its
-hints compute and the physics.md line each traces to; what they share (the situations,
+hints compute and the docs/concepts.md line each traces to; what they share (the situations,
 formatting, readings) is ``hintkit``.
 """
 

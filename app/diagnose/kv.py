@@ -2,7 +2,7 @@
 
 KV bytes per token = 2 (K and V) × num_hidden_layers × num_key_value_heads × head_dim ×
 bytes per element, with head_dim = ``config.head_dim`` or hidden_size /
-num_attention_heads (physics.md, "The KV cache"). A typical 8B with GQA (32 layers, 8 KV
+num_attention_heads (docs/concepts.md, "The KV cache"). A typical 8B with GQA (32 layers, 8 KV
 heads, head_dim 128, 16 bit) needs 131,072 B per token: an 8,000-token conversation ≈ 1 GB.
 """
 

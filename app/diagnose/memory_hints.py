@@ -3,7 +3,7 @@ cap, the batch size), the bytes of the weights each decode step reads, and the
 speculative drafter that shares that read among more tokens.
 
 Builders of the hint catalog (``hints.CATALOG`` joins them); the numbers, and the
-physics.md line each traces to:
+line of docs/concepts.md ("What to change") each traces to:
 
 * ``max-num-seqs-up`` — "throughput grows nearly linearly with batch size until the KV
   pool runs out": the limit (running reached it) × ``kv_usage_high`` / KV usage max

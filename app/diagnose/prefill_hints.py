@@ -2,7 +2,7 @@
 caching, the prompt, and the step's token budget (``--max-num-batched-tokens``).
 
 Builders of the hint catalog (``hints.CATALOG`` joins them); the numbers, and the
-physics.md line each traces to:
+line of docs/concepts.md ("What to change") each traces to:
 
 * ``batched-tokens-down`` — "lower (≈2048) → better ITL": ``itl_friendly_batched_tokens``
   when the steps (p99) are larger.
@@ -164,7 +164,7 @@ def batched_down(x: Context) -> Made | None:
         return None  # the budget is already there
     # Not known and vLLM's default is the advised budget already: larger steps on the page
     # may be the budget, or vLLM counting a request's whole prompt in the step where its
-    # prefill completes (physics.md: use the histogram's sum, not its buckets). Only steps
+    # prefill completes (docs/concepts.md: use the histogram's sum, not its buckets). Only steps
     # far above it say the budget is larger.
     assumed_low = not known and budget.value is not None and budget.value <= target
     if assumed_low and f.step_p99 < 2 * target:

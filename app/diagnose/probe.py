@@ -18,7 +18,7 @@ of decision:
    vLLM's per-request prefill) is at least half of the client's TTFT; no sub-cause (a
    probe's prompt is the probe's, not the users'). **decode_bound** — the client's
    token gaps p99 over the ITL SLO; ``bandwidth_bound`` when the median gap is over it
-   too (every step slow: physics.md's decode ceiling, beside the roofline when the
+   too (every step slow: docs/concepts.md's decode ceiling, beside the roofline when the
    probe's ``device`` and model size are given). **frontend_bound** — the client gap
    (``rules.frontend_bound``).
 5. A TTFT over the SLO that none of them explains is **insufficient_data**: a probe

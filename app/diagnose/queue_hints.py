@@ -2,7 +2,7 @@
 limiting, a server that slowed), deferred admission, and a stalled engine.
 
 Builders of the hint catalog (``hints.CATALOG`` joins them); the numbers, and the
-physics.md line they trace to:
+line of docs/concepts.md ("What to change") they trace to:
 
 * ``more-replicas`` / ``rate-limit`` — "num_requests_waiting > 0 means the request had
   not started — a capacity problem": arrivals / completions is how many times this

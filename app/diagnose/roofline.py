@@ -1,7 +1,7 @@
 """The decode ceiling: single-stream tokens/s ≤ memory bandwidth / bytes of weights.
 
 Decode reads every weight once per step and uses it for about two operations, so memory
-bandwidth, not compute, sets the pace (physics.md, "The decode ceiling"). Comparing the
+bandwidth, not compute, sets the pace (docs/concepts.md, "The decode ceiling"). Comparing the
 ceiling with the measured per-stream speed (1 / mean ITL) tells whether to work on the
 serving stack (far below the ceiling) or on bytes and hardware (close to it).
 """
@@ -15,7 +15,7 @@ from typing import Any
 from app.diagnose.kv import ModelShape, dtype_bytes
 from app.diagnose.records import Roofline
 
-# Published memory bandwidth, GB/s (physics.md table).
+# Published memory bandwidth, GB/s (docs/concepts.md, "The decode ceiling").
 DEVICE_BANDWIDTH_GBS: dict[str, float] = {
     "cpu": 90.0,  # dual-channel DDR5-5600
     "a10g": 600.0,

@@ -2,7 +2,7 @@
 
 vLLM's ``/metrics`` shows only the cache configuration (``vllm:cache_config_info``:
 ``block_size``, ``num_gpu_blocks``, ``gpu_memory_utilization``, ``enable_prefix_caching``,
-``cache_dtype``, …; vllm-metrics.md §1.1) — not ``max_num_seqs``,
+``cache_dtype``, …; docs/vllm-signals.md) — not ``max_num_seqs``,
 ``max_num_batched_tokens``, ``max_model_len``, the model or the device. A target may say
 them (:class:`ServerSettings`: a target's ``server:`` block, ``--server KEY=VALUE``;
 ``DiagnosisConfig.server_for``). :func:`resolve` puts the three sources together, per

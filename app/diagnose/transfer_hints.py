@@ -8,7 +8,7 @@ none shown without a reading for it. The levers of vLLM's NIXL connector (0.32's
 
 * ``transfer-backend`` — the NIXL backend (``backends``, ``["UCX"]`` by default) and
   UCX's transports: a transfer moves a prompt's KV (2 × layers × KV heads × head dim ×
-  bytes per token, physics.md) at the link's speed only over RDMA; bytes over transfer
+  bytes per token, docs/concepts.md) at the link's speed only over RDMA; bytes over transfer
   time far below an RDMA link's (``RDMA_FLOOR_BYTES_S``) point at a TCP fallback or a
   bounce through host memory.
 * ``transfer-network`` — where the pools sit: the same rack or NVLink domain, a NIC not

@@ -4,7 +4,7 @@
 with those of the stream's baseline — the windows classed healthy in the hour before the
 current run of problem windows began, at least :data:`MIN_HEALTHY_S` of them, assembled
 by ``app.evaluate.baseline`` — and ranks the signals that moved by **how much of the
-symptom each explains under the physics** (``reference/physics.md``), not by raw ratio.
+symptom each explains under the physics** (``docs/concepts.md``), not by raw ratio.
 
 Each symptom is modelled as a product of the signals that drive it, so its growth in
 logs is a sum of their log-ratios: a signal's *contribution* is its term of that sum

@@ -1,7 +1,7 @@
 """One rule per class. Each returns whether its class holds and every comparison it made.
 
 The latency rules are SLO-relative and partition an over-SLO TTFT between three causes,
-so a slow first token always has a name (physics.md, "TTFT ≈ queue wait + prefill"):
+so a slow first token always has a name (docs/concepts.md, "TTFT ≈ queue wait + prefill"):
 
 * queue-dominated (queue time ≥ half of TTFT) with the KV pool full → ``kv_pressure``;
 * queue-dominated with room in the pool → ``queue_bound`` (admission limit: capacity);
@@ -10,7 +10,7 @@ so a slow first token always has a name (physics.md, "TTFT ≈ queue wait + pref
 ``kv_pressure`` also holds without an SLO breach when requests are evicted (any
 preemption: vLLM preempts only when a block cannot be had) or blocked (usage ≥ 0.90 with
 a queue): "waiting rising while KV usage stays near 1 is the exact signature of KV
-pressure" (physics.md, "The KV cache"). ``decode_bound`` is per-token latency p99 over
+pressure" (docs/concepts.md, "The KV cache"). ``decode_bound`` is per-token latency p99 over
 the ITL SLO, with its sub-cause: a tail of slow steps while prefill chunks run
 (``prefill_interference``), every step slow (``bandwidth_bound``), or speculative
 decoding that stopped multiplying the tokens per step (``spec_decode_regression``).

@@ -21,7 +21,7 @@ def frontend_bound(x: Inputs) -> RuleResult:
 
     Only a probe's window carries it (``app.windows.probefacts``: the client gap, per request or
     estimated from the server's p50); every other window has nothing to compare and the
-    rule does not hold there. TTFT ≈ queue + prefill on the server (physics.md) — plus,
+    rule does not hold there. TTFT ≈ queue + prefill on the server (docs/concepts.md) — plus,
     for a client, the connection, the network, any proxy, and the API server's own work
     before the engine sees the request (tokenising, templating). When the gap is over
     ``frontend_gap_min`` and over ``frontend_gap_share`` of the client's TTFT, no engine

@@ -1,7 +1,7 @@
 """``kv_pressure``: requests are evicted (any preemption: vLLM preempts only when a
 block cannot be had) or blocked (usage ≥ 0.90 with a queue, or a queue-dominated TTFT
 over its SLO with the pool full): "waiting rising while KV usage stays near 1 is the
-exact signature of KV pressure" (physics.md, "The KV cache")."""
+exact signature of KV pressure" (docs/concepts.md, "The KV cache")."""
 
 from __future__ import annotations
 

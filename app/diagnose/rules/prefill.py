@@ -2,7 +2,7 @@
 compute itself is slow.
 
 Sub-causes: the prefill work per request is the uncached prompt, prompt × (1 − hit
-rate) (physics.md: prefill cost grows with the prompt; a cached prefix is prefilled
+rate) (docs/concepts.md: prefill cost grows with the prompt; a cached prefix is prefilled
 once). Against a baseline, whichever factor grew more names it: the miss fraction
 (``prefix_cache_miss``) or the prompt length (``long_prompts``). Without one, a miss
 can be told from a prompt nothing could cache only when caching is off

@@ -1,7 +1,7 @@
 """``stalled``: requests in the engine and no progress of any kind for the whole window.
 
 Every engine step emits a token for each decoding sequence and is observed once in
-``vllm:iteration_tokens_total`` (physics.md, "Two programs on one GPU", "Fitting a
+``vllm:iteration_tokens_total`` (docs/concepts.md, "Two programs on one GPU", "Fitting a
 server's step time"), so requests that sit in the batch through a window with no step
 are not a load problem: the engine core does not step. The gauges are then frozen at the
 last step's values (vLLM sets them from the engine's outputs), so the load rules'

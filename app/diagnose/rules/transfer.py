@@ -1,6 +1,6 @@
 """``transfer_bound``: the KV transfer between a prefill and a decode pool is the problem.
 
-Disaggregated prefill/decode (physics.md, "Disaggregation") splits a request in two: a
+Disaggregated prefill/decode (docs/concepts.md, "Disaggregation") splits a request in two: a
 prefill instance computes the prompt's KV cache and the first token, a KV connector ships
 the cache to a decode instance, which streams the rest. The client's first token comes
 after the prefill, the transfer and the decode instance's first step, so a slow, failing
