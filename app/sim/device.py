@@ -1,6 +1,6 @@
 """Accelerator presets: memory bandwidth, peak dense FLOP/s and memory size.
 
-Bandwidths are the published figures of the seed table (``reference/physics.md``, "The
+Bandwidths are the published figures of the seed table (``docs/concepts.md``, "The
 decode ceiling"). Peak FLOP/s are the vendors' dense (no sparsity) BF16/FP16 tensor-core
 figures; the A10G value is AWS' variant (lower tensor throughput than the A10), and the CPU
 value is a rough figure for a desktop part with wide vector units. The simulator only ever

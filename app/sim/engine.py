@@ -5,7 +5,7 @@ is scheduled at its start and applied at its end; a step that would end after ``
 kept pending, so the state read at ``t`` only holds what had happened by ``t``. An idle
 engine jumps straight to the next arrival, so idle time costs nothing.
 
-Observations follow vLLM V1 (``reference/vllm-metrics.md`` §1.4): TTFT at the step that
+Observations follow vLLM V1 (``docs/vllm-signals.md``, "When vLLM observes"): TTFT at the step that
 yields the first token; one inter-token gap per decode output (with speculative
 decoding one output carries the accepted drafts too); queue, prefill, decode, inference
 and e2e times, TPOT and the per-request token histograms when a request finishes;
@@ -478,8 +478,8 @@ class Replica:
         m.e2e.observe(t - r.arrival)
         # V1 counts the queue from the engine core's QUEUED event, when it reads the
         # request between two steps: the wait for the step in flight at its arrival is in
-        # neither the queue nor the prefill (reference/vllm-metrics.md §1.4). V0 from the
-        # arrival.
+        # neither the queue nor the prefill (docs/vllm-signals.md, "When vLLM observes").
+        # V0 from the arrival.
         m.queue.observe(r.first_sched - (r.arrival if self.version == "0.6" else r.queued))
         self.step_wait_s += r.queued - r.arrival
         self.step_waits += 1

@@ -1,6 +1,6 @@
 """vLLM's metric families per version, as data over a replica's state.
 
-Names, HELP texts, labels, buckets and order follow ``reference/vllm-metrics.md`` and the
+Names, HELP texts, labels, buckets and order follow ``docs/vllm-signals.md`` and the
 generated fixtures: ``0.33`` (V1, ``engine`` label, ``_created`` families), ``0.10`` (V1
 plus the deprecated ``gpu_cache_usage_perc``, ``gpu_prefix_cache_*`` and
 ``time_per_output_token_seconds`` twins, as 0.10.2 printed them), ``0.6`` (V0 names,

@@ -2,7 +2,7 @@
 
 V0 creates a label child on first use, so until the first stats log a family prints only
 its HELP and TYPE lines, a histogram has no samples until its first observation, and
-``request_success`` shows only the reasons seen (``reference/vllm-metrics.md`` §2.4).
+``request_success`` shows only the reasons seen (``docs/vllm-signals.md``).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The hot loop observes into ``Hist`` (a bisect into a bound list) instead of
 prometheus_client objects; ``app.sim.exposition`` renders the state as vLLM would.
-Bucket bounds per vLLM version come from ``reference/vllm-metrics.md`` (§1.3 for V1,
+Bucket bounds per vLLM version come from ``docs/vllm-signals.md`` (§1.3 for V1,
 §2.3 for V0 0.6.3).
 """
 

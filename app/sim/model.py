@@ -1,4 +1,4 @@
-"""Model shapes and the step-time physics (``reference/physics.md``).
+"""Model shapes and the step-time physics (``docs/concepts.md``).
 
 One engine step runs every scheduled token through the model once. Its time is the larger
 of two costs, plus ``overlap_loss`` times the smaller one (kernels overlap compute and

@@ -1,7 +1,7 @@
 """A disaggregated prefill/decode fleet: two pools of replicas, a router, a KV transfer.
 
 The life of a request, as vLLM's P/D connectors (NIXL, pull mode) and a router such as
-vLLM's proxy or llm-d's serve it (physics.md, "Disaggregation"):
+vLLM's proxy or llm-d's serve it (docs/concepts.md, "Disaggregation"):
 
 1. It arrives at the fleet (the scenario's workload, Poisson) and the router sends it to
    the prefill instance with the fewest requests, with ``max_tokens`` 1: the prefill

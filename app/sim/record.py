@@ -1,7 +1,7 @@
 """Write a recording without waiting for the wall clock.
 
-A recording is DESIGN.md's format: one exposition page per 5 s of simulated time, named
-by its Unix time (``1764403200.000.prom``), plus ``truth.jsonl`` (one line per 5 s
+A recording (docs/architecture.md, "Recordings"): one exposition page per 5 s of simulated
+time, named by its Unix time (``1764403200.000.prom``), plus ``truth.jsonl`` (one line per 5 s
 interval, ``app.sim.truth.row``) and ``sim.json`` (what was simulated).
 """
 
