@@ -35,7 +35,7 @@ class Histogram:
     count: float
 
 
-# Canonical signals (DESIGN.md). The core sees only these names.
+# Canonical signals (docs/vllm-signals.md). The core sees only these names.
 HISTOGRAM_SIGNALS: tuple[str, ...] = (
     "ttft",
     "itl",

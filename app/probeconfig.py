@@ -81,7 +81,7 @@ class ProbeConfig(BaseModel):
     )
     labels: dict[str, str] = Field(default_factory=dict, description="free-form, shown in the API")
     device: str | None = Field(
-        None, description="the device, a physics.md preset (cpu, a10g, l40s, …): decode roofline"
+        None, description="the device, a preset (cpu, a10g, l40s, …): decode roofline"
     )
     model_params_b: float | None = Field(
         None, gt=0, le=10_000, description="the model's parameters, billions: decode roofline"

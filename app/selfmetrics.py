@@ -199,7 +199,7 @@ class StreamMetrics:
 
 
 def build_stream_metrics(registry: CollectorRegistry) -> StreamMetrics:
-    """Register the per-stream gauges (documented in the README) in ``registry``."""
+    """Register the per-stream gauges (documented in docs/api.md) in ``registry``."""
     from app.diagnose.classes import DiagnosisClass
 
     def gauge(name: str, text: str, extra: tuple[str, ...] = ()) -> Gauge:
@@ -294,7 +294,7 @@ class SloMetrics:
 
 
 def build_slo_metrics(registry: CollectorRegistry) -> SloMetrics:
-    """Register the per-SLO gauges (documented in the README) in ``registry``."""
+    """Register the per-SLO gauges (documented in docs/api.md) in ``registry``."""
     return SloMetrics(
         attainment=Gauge(
             "phasewatch_slo_attainment_ratio",

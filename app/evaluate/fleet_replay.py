@@ -1,7 +1,7 @@
 """A fleet's recording, window by window: its pools, its client TTFT, its imbalance.
 
 A **fleet recording** is a folder of recordings, one sub-folder per replica (each a
-folder of ``<unix-seconds>.prom`` pages, DESIGN.md's format; the sub-folder's name is the
+folder of ``<unix-seconds>.prom`` pages, docs/architecture.md; the sub-folder's name is the
 target's) — what ``phasewatch sim --record`` writes for a P/D scenario, or a ``curl``
 loop per instance during an incident. Every replica is read through the service's own
 ``process`` step (``app.sources.recording``), windowed over the same ``(end − length,

@@ -1,7 +1,7 @@
 """Settings → the diagnosis of probes: the ``probing`` thresholds and each probe's device.
 
 ``probing.frontend_gap_min``/``frontend_gap_share`` become the ``frontend_bound`` rule's
-thresholds; a probe's ``device`` (a preset of physics.md's table) and
+thresholds; a probe's ``device`` (a preset of docs/concepts.md's table) and
 ``model_params_b``/``weight_bits`` its decode ceiling (``DiagnosisConfig.hardware_by_target``,
 read per stream through ``hardware_for``). A device that is not a preset gives no ceiling
 and is said so in the log whenever the configuration is resolved; the probe runs all the

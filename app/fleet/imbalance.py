@@ -44,7 +44,7 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ImbalanceThresholds:
-    """When a replica counts as an outlier (defaults justified in the README)."""
+    """When a replica counts as an outlier (defaults justified in docs/fleets.md)."""
 
     min_replicas: int = 2
     load_ratio: float = 1.5

@@ -1,6 +1,6 @@
 """Disaggregated prefill/decode fleets: pools by role, the client's TTFT, the pool ratio.
 
-A fleet of one model whose replicas split the two phases (physics.md, "Disaggregation")
+A fleet of one model whose replicas split the two phases (docs/concepts.md, "Disaggregation")
 is read as **pools** (:func:`pd_view`):
 
 * **Roles.** Each replica is ``prefill``, ``decode`` or ``both``: the target's ``role``

@@ -3,7 +3,7 @@
 **Attainment** of a latency objective ("TTFT ≤ 2 s") is the share of observations at or
 below the bound: the cumulative bucket count at ``le="2"`` over the total, exactly
 ``sum(rate(h_bucket{le="$slo"}[w])) / sum(rate(h_count[w]))`` of vLLM's own dashboards
-(``reference/vllm-metrics.md`` §3.2). When the bound is not a bucket edge (vLLM's TTFT
+(``docs/vllm-signals.md``, "When vLLM observes"). When the bound is not a bucket edge (vLLM's TTFT
 buckets jump from 1 s to 2.5 s, so the MLPerf 2 s objective is not one), the count is
 interpolated linearly inside the bucket that holds the bound — the same assumption
 ``histogram_quantile`` makes — and flagged ``interpolated``; ``good_min``/``good_max`` are

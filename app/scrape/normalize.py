@@ -1,4 +1,4 @@
-"""vLLM metric names → canonical signals (DESIGN.md, "Canonical signals").
+"""vLLM metric names → canonical signals (docs/vllm-signals.md).
 
 One ``Snapshot`` per scrape, one ``StreamSnapshot`` per ``model_name``. Engines (``engine``
 label) and API-server processes (``pid`` label) are folded in:

@@ -1,4 +1,4 @@
-"""Which vLLM families carry each canonical signal (DESIGN.md, "Canonical signals").
+"""Which vLLM families carry each canonical signal (docs/vllm-signals.md).
 
 Where vLLM renamed a metric, a signal lists its families newest name first (the newest
 one a stream carries wins). ``DISPATCH`` maps every sample name phasewatch reads to

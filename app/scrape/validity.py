@@ -2,7 +2,7 @@
 
 The exposition format allows any float (``NaN``, ``±Inf``, negative numbers) in any
 family, and the parser takes them all. Only the families ``app.scrape.normalize`` turns
-into signals are judged here, by what each one means (../shared/reference/vllm-metrics.md):
+into signals are judged here, by what each one means (docs/vllm-signals.md):
 
 * Histograms (latencies and token counts): every cumulative bucket finite, at least 0 and
   not below the bucket before it (the ``+Inf`` bucket last); ``_count`` finite and at

@@ -1,6 +1,6 @@
 """Recordings: a folder of exposition pages, one per scrape, read page by page.
 
-DESIGN.md's format: each page is named by its Unix time in seconds
+docs/architecture.md's "Recordings": each page is named by its Unix time in seconds
 (``1764403200.000.prom``), as a ``curl`` loop or ``phasewatch sim --record`` writes
 them. Every page goes through the service's own :func:`~app.sources.process.process`
 (:class:`~app.sources.process.PageFeed`), so a recording is judged exactly as the live

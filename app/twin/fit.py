@@ -456,7 +456,7 @@ def _chunks(t: Window, p: float | None, engine: Engine) -> tuple[float, float, b
 
 
 def priors(obs: list[Observation]) -> dict[str, tuple[float, str]]:
-    """Where the data are silent (``reference/physics.md``): decode is bandwidth-bound, so
+    """Where the data are silent (``docs/concepts.md``): decode is bandwidth-bound, so
     the step is flat in the batch and in the tokens of a decode; K/V reads are taken as
     free next to the weights; the base is the shortest decode step seen."""
     decode = [o.y for o in obs if o.kind == "decode"]

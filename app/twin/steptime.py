@@ -1,4 +1,4 @@
-"""The twin's step time: one engine iteration on the roofline of ``reference/physics.md``
+"""The twin's step time: one engine iteration on the roofline of ``docs/concepts.md``
 (pure).
 
 ``step = max(per_token · new tokens, base + per_context · cached tokens read) + per_seq ·
@@ -254,7 +254,7 @@ def _fit_terms(
                 values[TERMS[k]] = max(c, 0.0)
             break
         # compute_base before per_token: where the two cannot be told apart, a compute-
-        # bound step's cost is its tokens' (reference/physics.md), not a fixed charge.
+        # bound step's cost is its tokens' (docs/concepts.md), not a fixed charge.
         _, k = min(weak, key=lambda tk: (tk[1] != 4, tk[0]))
         free.remove(k)
         values[TERMS[k]] = priors[TERMS[k]][0]

@@ -1,7 +1,8 @@
 """Interval deltas: what changed in a stream between two consecutive scrapes.
 
-Rules (DESIGN.md "Windows"), chosen to give the numbers Prometheus' ``increase()`` gives
-when summed over a range (without its extrapolation to the range edges):
+Rules (docs/architecture.md, "How the numbers are made"), chosen to give the numbers
+Prometheus' ``increase()`` gives when summed over a range (without its extrapolation to
+the range edges):
 
 * **Counters.** ``delta = cur - prev``. A decrease is a restart (counter reset): the delta
   is the current value, as ``increase()`` assumes the counter started again from 0, and

@@ -101,7 +101,7 @@ def derive(
     * ``steps_per_s``, ``tokens_per_step_mean``, ``step_tokens_p99``: from the
       ``step_tokens`` histogram (``vllm:iteration_tokens_total``), one observation per
       engine step: its Δcount per second, its mean and its p99 (its buckets mislead
-      under chunked prefill: ``reference/physics.md``).
+      under chunked prefill: ``docs/concepts.md``, "Fitting a server's step time").
     """
     completion, arrival, rejection = _flow(covered, rates, gauges, gauge_span)
     hit = _hit_ratio(increases, gauges)
