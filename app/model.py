@@ -165,6 +165,9 @@ class Snapshot:
     parse_errors: int = 0
     # What the scrape left out while the rest of it was used (see ``PARTIAL_KINDS``).
     problems: tuple[Problem, ...] = ()
+    # The engine whose page this is: "vllm" or "sglang" ("": no engine family on it;
+    # ``app.scrape.normalize``).
+    engine_kind: str = "vllm"
 
 
 class ErrorKind(StrEnum):

@@ -48,7 +48,12 @@ def test_scrape_once_reports_metrics_disabled(capsys: pytest.CaptureFixture[str]
     page = FIXTURES / "vllm-captured" / "http_metrics_docs-design-metrics-md_example.prom"
     assert main(["scrape-once", str(page), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out == {"streams": [], "metrics_disabled": True, "parse_errors": out["parse_errors"]}
+    assert out == {
+        "streams": [],
+        "metrics_disabled": True,
+        "engine_kind": "",
+        "parse_errors": out["parse_errors"],
+    }
 
 
 def test_scrape_once_rejects_html(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

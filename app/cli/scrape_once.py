@@ -44,6 +44,7 @@ def snapshot_summary(snap: Snapshot) -> dict[str, Any]:
     return {
         "streams": streams,
         "metrics_disabled": snap.metrics_disabled,
+        "engine_kind": snap.engine_kind,
         "parse_errors": snap.parse_errors,
     }
 

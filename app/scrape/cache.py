@@ -113,7 +113,7 @@ class ParseCache:
         self.max_templates = max_templates
         self.max_chars = max_chars
         self.eager_templates = eager_templates
-        self.tables: dict[str | None, SeriesTables] = {}
+        self.tables: dict[str | tuple[str, ...] | None, SeriesTables] = {}
         # Comment lines seen → what they said (None: a bad one), and their characters.
         self.comments: dict[str, Comment | None] = {}
         self.comment_chars = 0
@@ -160,7 +160,7 @@ class ParseCache:
         while len(templates) > max_templates:
             del templates[next(iter(templates))]
 
-    def tables_for(self, prefix: str | None) -> SeriesTables:
+    def tables_for(self, prefix: str | tuple[str, ...] | None) -> SeriesTables:
         """Return the tables of ``prefix``, emptying any map that outgrew the bound."""
         tables = self.tables.get(prefix)
         if tables is None:

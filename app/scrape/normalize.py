@@ -48,6 +48,12 @@ label) and API-server processes (``pid`` label) are folded in:
 * ``metrics_disabled``: the page shows other families but no ``vllm:`` family at all (not
   even HELP/TYPE lines), which is what ``--disable-log-stats`` gives. A V0 page before its
   first stats log has ``vllm:`` HELP/TYPE lines without samples: no streams, not disabled.
+* SGLang (``sglang:`` families, ``app.scrape.signals``) is read the same way: its
+  ``dp_rank`` label stands for ``engine`` where a page has no ``engine``; a page without
+  any ``sglang:`` or ``vllm:`` family (SGLang run without ``--enable-metrics``) is
+  ``metrics_disabled``. The page's engine (``engine_kind``: "vllm", "sglang") is on the
+  snapshot, and an SGLang stream's ``info`` says ``engine_kind: sglang`` (the hints
+  name its flags: ``app.diagnose.engine_flags``).
 
 Sorting the samples into streams happens here, folding each stream into its signals in
 ``app.scrape.fold``. A :class:`NormalizeCache`, kept by whoever normalises a run of
@@ -75,10 +81,11 @@ from app.scrape.signals import (
     INFO,
     LCOUNTER,
     LGAUGE,
-    VLLM,
     Spec,
     labelled_key,
+    page_engine,
 )
+from app.scrape.signals import ENGINE_PREFIXES as _ENGINES
 from app.scrape.validity import counter_ok, repeated
 
 __all__ = ["NormalizeCache", "normalize"]
@@ -125,7 +132,10 @@ class NormalizeCache:
         # A str key (its hash is computed once, unlike a tuple's); repr keeps it unambiguous.
         key = repr(tuple(pair for pair in labels if pair[0] not in _SERIES_DROP))
         key = self.keys.setdefault(key, key)  # a few distinct keys serve every series
-        split = (found.get("model_name"), found.get("engine", "0"), found.get("le"), key)
+        engine = found.get("engine")
+        if engine is None:
+            engine = found.get("dp_rank", "0")  # SGLang's data-parallel rank
+        split = (found.get("model_name"), engine, found.get("le"), key)
         split = self.splits.setdefault(split, split)  # a target's series share a few dozen
         if len(self.memo) >= _SPLIT_LIMIT:
             self.memo.clear()
@@ -153,7 +163,7 @@ def normalize(
         samples, splits, conflicts = _drop_copies(samples, splits, copies)
     for (name, labels, value, _), split in zip(samples, splits, strict=True):
         spec = dispatch(name)
-        if spec is None and not name.startswith(VLLM):
+        if spec is None and not name.startswith(_ENGINES):
             continue
         seen_vllm = True
         model = split[0]
@@ -196,8 +206,11 @@ def normalize(
     errors = result.errors
     built: dict[str, StreamSnapshot] = {}
     withheld: list[tuple[str, str, ErrorKind]] = []
+    engine_kind = page_engine(result.types, result.samples[0][0] if result.samples else None)
     for model, stream in streams.items():
         info = _info_for(model, infos)
+        if engine_kind == "sglang":
+            info["engine_kind"] = engine_kind
         snapshot, dropped, left_out = build(model, stream, result, info, cache.layouts)
         built[model] = snapshot
         errors += dropped
@@ -207,6 +220,7 @@ def normalize(
         ts=ts,
         streams=built,
         metrics_disabled=_metrics_disabled(result, seen_vllm),
+        engine_kind=engine_kind,
         parse_errors=errors,
         problems=_problems(result.samples, copies, withheld),
     )
@@ -271,7 +285,7 @@ def _family_key(spec: Spec, labels: Labels) -> str:
     ``family{label="value"}`` for a labelled family, or finished:<reason>."""
     kind, family, part = spec
     if kind == FINISHED:
-        return "finished:" + dict(labels).get("finished_reason", "")
+        return "finished:" + dict(labels).get("finished_reason", part)
     if kind in (LGAUGE, LCOUNTER):
         return labelled_key(family, part, dict(labels).get(part, ""))
     return family
@@ -340,7 +354,7 @@ def _gather(stream: Gathered, spec: Spec, split: Split, value: float, labels: La
     elif kind == COUNTER:
         stream.counters[family] = stream.counters.get(family, 0.0) + value
     else:
-        reason = dict(labels).get("finished_reason", "")
+        reason = dict(labels).get("finished_reason", part)
         stream.finished[reason] = stream.finished.get(reason, 0.0) + value
 
 
@@ -362,11 +376,12 @@ def _info_for(model: str, infos: list[Labels]) -> dict[str, str]:
 
 
 def _metrics_disabled(result: ParseResult, seen_vllm: bool) -> bool:
-    """Tell a page with no vLLM family at all (``--disable-log-stats``) from an empty one."""
+    """Tell a page with no engine family at all (vLLM's ``--disable-log-stats``, SGLang
+    without ``--enable-metrics``) from an empty one."""
     if seen_vllm:
         return False
-    if any(name.startswith(VLLM) for name in result.types) or any(
-        name.startswith(VLLM) for name in result.helps
+    if any(name.startswith(_ENGINES) for name in result.types) or any(
+        name.startswith(_ENGINES) for name in result.helps
     ):
         return False
     return bool(result.types or result.helps or result.samples or result.skipped)

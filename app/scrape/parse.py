@@ -6,7 +6,8 @@ as in pasted excerpts or a scrape that hit its size cap) ``cut_last_line`` is se
 grammar of one line, and what makes it an error: :mod:`app.scrape.lines`.
 
 Rules:
-* With ``prefix`` set, only samples whose name starts with it are returned. Other sample
+* With ``prefix`` set (one, or a tuple: vLLM's and SGLang's by default), only samples
+  whose name starts with it are returned. Other sample
   lines are only sanity-checked (they must start like a metric name and hold a blank
   before a value) and counted in ``skipped``.
 * ``*_created`` samples and ``*_created`` families are dropped: they are the creation
@@ -69,11 +70,15 @@ from app.scrape.templates import Template, probe
 
 __all__ = [
     "DEFAULT_PREFIX",
+    "Prefix",
     "looks_like_prometheus",
     "parse",
 ]
 
-DEFAULT_PREFIX = "vllm:"
+# The engines' families: vLLM's and SGLang's (``app.scrape.signals.ENGINE_PREFIXES``).
+DEFAULT_PREFIX: tuple[str, ...] = ("vllm:", "sglang:")
+# One prefix, several (a name starting with any is kept), or None (every name).
+Prefix = str | tuple[str, ...] | None
 
 _UNKNOWN: Comment = ("", "", "")
 _KEY = itemgetter(0)
@@ -86,7 +91,7 @@ _SNIFF_LINES = 40
 def parse(
     text: str,
     *,
-    prefix: str | None = DEFAULT_PREFIX,
+    prefix: Prefix = DEFAULT_PREFIX,
     cache: ParseCache | None = None,
     limits: LabelLimits | None = None,
 ) -> ParseResult:
@@ -168,7 +173,7 @@ class _Page:
         "types",
     )
 
-    def __init__(self, cache: ParseCache, prefix: str | None) -> None:
+    def __init__(self, cache: ParseCache, prefix: Prefix) -> None:
         """Start a parse that uses ``cache`` (and its label limits) and keeps names
         starting with ``prefix``."""
         self.prefix = prefix
@@ -412,7 +417,7 @@ def _renumber(stamps: dict[int, float], entries: list[Entry | None]) -> dict[int
     return out
 
 
-def _last_line_is_bad(lines: list[str], prefix: str | None) -> bool:
+def _last_line_is_bad(lines: list[str], prefix: Prefix) -> bool:
     """Tell whether the last non-blank line is unparsable (the page was cut)."""
     for line in reversed(lines):
         if line.strip():

@@ -11,9 +11,15 @@ signal of its own, gathered under the key ``family{label="value"}`` (``labelled_
 which is what ``GAUGE_SOURCES``/``COUNTER_SOURCES`` list for it. Label values not listed
 are ignored (a newer vLLM may add one). Names, labels and versions of every family:
 ``docs/vllm-signals.md``.
+
+SGLang's families (``sglang:``, ``python/sglang/srt/metrics/collector.py``) are further
+names of the same signals, listed after vLLM's: a page carries one engine's families, so
+the first a stream carries is its engine's. What each maps to: ``docs/sglang.md``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from app.model import (
     CORE_SIGNALS,
@@ -31,6 +37,7 @@ __all__ = [
     "COUNTER",
     "COUNTER_SOURCES",
     "DISPATCH",
+    "ENGINE_PREFIXES",
     "FINISHED",
     "FINISHED_FAMILY",
     "GAUGE",
@@ -43,24 +50,58 @@ __all__ = [
     "LCOUNTER",
     "LGAUGE",
     "OPTIONAL_SIGNALS",
+    "SGLANG",
     "VLLM",
     "Spec",
+    "engine_kind_of",
     "labelled_key",
+    "page_engine",
 ]
 
 VLLM = "vllm:"
+SGLANG = "sglang:"
+ENGINE_PREFIXES: tuple[str, ...] = (VLLM, SGLANG)
+
+
+def engine_kind_of(name: str) -> str | None:
+    """The engine whose family ``name`` is ("vllm", "sglang"), or None."""
+    if name.startswith(VLLM):
+        return "vllm"
+    if name.startswith(SGLANG):
+        return "sglang"
+    return None
+
+
+def page_engine(types: Iterable[str], first_sample: str | None) -> str:
+    """A page's engine: that of its first declared engine family (TYPE lines), else of
+    its first sample; "" when neither says (no engine family on the page)."""
+    for name in types:
+        kind = engine_kind_of(name)
+        if kind is not None:
+            return kind
+    if first_sample is not None:
+        return engine_kind_of(first_sample) or ""
+    return ""
+
 
 # Canonical signal → vLLM families, newest name first.
 HISTOGRAM_SOURCES: dict[str, tuple[str, ...]] = {
-    "ttft": ("vllm:time_to_first_token_seconds",),
-    "itl": ("vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"),
+    "ttft": ("vllm:time_to_first_token_seconds", "sglang:time_to_first_token_seconds"),
+    "itl": (
+        "vllm:inter_token_latency_seconds",
+        "vllm:time_per_output_token_seconds",
+        # SGLang: the newer name first; before it, time_per_output_token.
+        "sglang:inter_token_latency_seconds",
+        "sglang:time_per_output_token_seconds",
+    ),
     "tpot": ("vllm:request_time_per_output_token_seconds",),
-    "e2e": ("vllm:e2e_request_latency_seconds",),
-    "queue_time": ("vllm:request_queue_time_seconds",),
+    "e2e": ("vllm:e2e_request_latency_seconds", "sglang:e2e_request_latency_seconds"),
+    "queue_time": ("vllm:request_queue_time_seconds", "sglang:queue_time_seconds"),
     "prefill_time": ("vllm:request_prefill_time_seconds",),
     "decode_time": ("vllm:request_decode_time_seconds",),
-    "prompt_len": ("vllm:request_prompt_tokens",),
-    "gen_len": ("vllm:request_generation_tokens",),
+    # SGLang: only with --collect-tokens-histogram.
+    "prompt_len": ("vllm:request_prompt_tokens", "sglang:prompt_tokens_histogram"),
+    "gen_len": ("vllm:request_generation_tokens", "sglang:generation_tokens_histogram"),
     # A histogram although its name ends in _total.
     "step_tokens": ("vllm:iteration_tokens_total",),
     # The NIXL KV connector (vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py).
@@ -114,18 +155,30 @@ def _by_label(table: dict[str, tuple[str, dict[str, str]]]) -> dict[str, tuple[s
 
 
 GAUGE_SOURCES: dict[str, tuple[str, ...]] = {
-    "running": ("vllm:num_requests_running",),
-    "waiting": ("vllm:num_requests_waiting",),
-    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "running": ("vllm:num_requests_running", "sglang:num_running_reqs"),
+    "waiting": ("vllm:num_requests_waiting", "sglang:num_queue_reqs"),
+    # SGLang: the share of the KV pool's tokens in use.
+    "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
     "prefix_hit_rate": ("vllm:gpu_prefix_cache_hit_rate",),
     **_by_label(GAUGES_BY_LABEL),
 }
 COUNTER_SOURCES: dict[str, tuple[str, ...]] = {
-    "preemptions": ("vllm:num_preemptions_total",),
-    "prompt_tokens": ("vllm:prompt_tokens_total",),
-    "generation_tokens": ("vllm:generation_tokens_total",),
-    "prefix_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-    "prefix_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    # SGLang: requests retracted (sent back to the queue for KV room), as a counter.
+    "preemptions": ("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"),
+    "prompt_tokens": ("vllm:prompt_tokens_total", "sglang:prompt_tokens_total"),
+    "generation_tokens": ("vllm:generation_tokens_total", "sglang:generation_tokens_total"),
+    # SGLang's radix cache: prompt tokens are the queries, cached prompt tokens the hits
+    # (its cache_hit_rate gauge is the last logged batch's, 0 on a decode log: not read).
+    "prefix_queries": (
+        "vllm:prefix_cache_queries_total",
+        "vllm:gpu_prefix_cache_queries_total",
+        "sglang:prompt_tokens_total",
+    ),
+    "prefix_hits": (
+        "vllm:prefix_cache_hits_total",
+        "vllm:gpu_prefix_cache_hits_total",
+        "sglang:cached_tokens_total",
+    ),
     **_by_label(COUNTERS_BY_LABEL),
     "external_prefix_queries": ("vllm:external_prefix_cache_queries_total",),
     "external_prefix_hits": ("vllm:external_prefix_cache_hits_total",),
@@ -144,6 +197,9 @@ COUNTER_SOURCES: dict[str, tuple[str, ...]] = {
     "kv_notifications_after_expiry": ("vllm:nixl_num_notifications_after_expiry_total",),
 }
 FINISHED_FAMILY = "vllm:request_success_total"
+# SGLang counts finished requests without a reason: read as finished:any.
+SGLANG_FINISHED_FAMILY = "sglang:num_requests_total"
+SGLANG_FINISHED_REASON = "any"
 CACHE_CONFIG_FAMILY = "vllm:cache_config_info"
 # Core signals first, then the others in the order of app.model.
 ALL_SIGNALS: tuple[str, ...] = CORE_SIGNALS + tuple(
@@ -181,6 +237,8 @@ def _dispatch_table() -> dict[str, Spec]:
                 table.pop(labelled_key(family, label, value), None)
             table[family] = (kind, family, label)
     table[FINISHED_FAMILY] = (FINISHED, FINISHED_FAMILY, "")
+    # The part of a FINISHED spec: the reason of a series without finished_reason.
+    table[SGLANG_FINISHED_FAMILY] = (FINISHED, SGLANG_FINISHED_FAMILY, SGLANG_FINISHED_REASON)
     table[CACHE_CONFIG_FAMILY] = (INFO, CACHE_CONFIG_FAMILY, "")
     return table
 

@@ -28,7 +28,7 @@ from app.scrape.result import ParseResult
 __all__ = ["Probe", "Slices", "Template", "probe"]
 
 # What finds a page's template: prefix, line count, series text of two lines.
-Probe = tuple[str | None, int, str]
+Probe = tuple[str | tuple[str, ...] | None, int, str]
 # Slice objects shared by the templates of one cache (each template holds hundreds).
 Slices = dict[tuple[int | None, int | None], slice]
 
@@ -138,7 +138,7 @@ def _skeleton(heads: Iterable[str]) -> int:
     return hash("\n".join(heads))
 
 
-def probe(prefix: str | None, lines: list[str]) -> Probe:
+def probe(prefix: str | tuple[str, ...] | None, lines: list[str]) -> Probe:
     """Return what finds a page's template: prefix, line count, and the series text of
     the last line and of the middle one.
 

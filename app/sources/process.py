@@ -22,6 +22,7 @@ zero) — after a page whose last line was cut, so does any series that page did
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import NamedTuple
 
 from app.config import TargetConfig
 from app.model import ErrorKind, IntervalDelta, Snapshot, StreamSnapshot
@@ -30,6 +31,7 @@ from app.scrape.client import FetchResult
 from app.scrape.cutline import after_cut, last_line, withhold_cut
 from app.scrape.label_limits import LabelLimits
 from app.scrape.reader import PageReader
+from app.scrape.result import ParseResult
 from app.sources.base import Outcome, TargetState
 from app.store.sqlite import ScrapeRecord
 from app.windows.delta import layout_changed, snapshot_deltas
@@ -69,31 +71,65 @@ def process(
     name = state.config.name
     if reader is None:
         reader = PageReader()
-
-    def failed(kind: ErrorKind, msg: str, parse_errors: int = 0) -> tuple[TargetState, Outcome]:
-        outcome = failed_outcome(name, result, now, kind, msg, parse_errors)
+    parsed = _read(reader, result, max_series, limits)
+    if isinstance(parsed, _Refused):
+        outcome = failed_outcome(name, result, now, *parsed)
         return replace(state, last_record=outcome.record, problems=()), outcome
+    prev = state.last_ok
+    snap = reader.normalize(parsed, target=name, ts=now)
+    if parsed.cut_last_line:
+        # Its complete lines are used; what the cut could make wrong is withheld.
+        snap = withhold_cut(snap, last_line(result.text or ""), prev)
+    if admission is not None:
+        snap = admission.admit(snap)
+    deltas, changed = _deltas(prev, snap, now)
+    snap = _carried(snap, prev)
+    ok, kind, error = _judged(snap, changed)
+    rec = ScrapeRecord(name, now, ok, kind, error, result.duration, result.nbytes, parsed.errors)
+    new_state = replace(
+        state,
+        last_ok=snap,
+        last_record=rec,
+        metrics_disabled=snap.metrics_disabled,
+        problems=tuple(p.kind.value for p in snap.problems),
+    )
+    return new_state, Outcome(rec, snap, deltas, result.started)
 
+
+class _Refused(NamedTuple):
+    """Why a page cannot be used: its error kind, the message, the parse errors."""
+
+    kind: ErrorKind
+    msg: str
+    parse_errors: int = 0
+
+
+def _read(
+    reader: PageReader, result: FetchResult, max_series: int | None, limits: LabelLimits | None
+) -> ParseResult | _Refused:
+    """The page parsed, or why it cannot be used (module docstring): no body, not
+    Prometheus text, too many series, a series over the label limits."""
     if result.error_kind is not None or result.text is None:
-        return failed(result.error_kind or ErrorKind.OTHER, result.error or "no body")
+        return _Refused(result.error_kind or ErrorKind.OTHER, result.error or "no body")
     if not reader.looks_like_prometheus(result.text):
-        return failed(ErrorKind.NOT_PROMETHEUS, "the page is not Prometheus text format")
+        return _Refused(ErrorKind.NOT_PROMETHEUS, "the page is not Prometheus text format")
     parsed = reader.parse(result.text, limits=limits)
     if max_series is not None and len(parsed.samples) > max_series:
-        return failed(
+        return _Refused(
             ErrorKind.TOO_MANY_SERIES,
             f"{len(parsed.samples)} vllm: series exceed the cap of {max_series}",
             parsed.errors,
         )
     if parsed.over_limit is not None:
-        return failed(ErrorKind.LABEL_LIMIT, parsed.over_limit, parsed.errors)
-    prev = state.last_ok
-    snap = reader.normalize(parsed, target=name, ts=now)
-    if parsed.cut_last_line:
-        # Its complete lines are used; what the cut could make wrong is withheld.
-        snap = withhold_cut(snap, last_line(result.text), prev)
-    if admission is not None:
-        snap = admission.admit(snap)
+        return _Refused(ErrorKind.LABEL_LIMIT, parsed.over_limit, parsed.errors)
+    return parsed
+
+
+def _deltas(
+    prev: Snapshot | None, snap: Snapshot, now: float
+) -> tuple[list[IntervalDelta], list[str]]:
+    """The interval deltas from the previous good snapshot (each without what had no
+    baseline), and the histograms whose bucket layout changed."""
     deltas: list[IntervalDelta] = []
     changed: list[str] = []
     if prev is not None and now > prev.ts:
@@ -107,28 +143,24 @@ def process(
             for d in snapshot_deltas(prev, snap)
             if (based := _based(d, prev.streams.get(d.model_name), cut_before)) is not None
         ]
-    snap = _carried(snap, prev)
-    kind: str | None
-    error: str | None
+    return deltas, changed
+
+
+def _judged(snap: Snapshot, changed: list[str]) -> tuple[bool, str | None, str | None]:
+    """The scrape's record: ok, and its error kind and text (module docstring)."""
     if snap.metrics_disabled:
-        ok, kind = False, ErrorKind.METRICS_DISABLED.value
-        error = "no vllm: metrics on the page (is the server run with --disable-log-stats?)"
-    elif changed:
-        ok, kind = False, ErrorKind.BUCKET_LAYOUT_CHANGED.value
+        error = (
+            "no vllm: or sglang: metrics on the page (vLLM run with --disable-log-stats, "
+            "or SGLang without --enable-metrics?)"
+        )
+        return False, ErrorKind.METRICS_DISABLED.value, error
+    if changed:
         error = "bucket layout changed for " + ", ".join(sorted(set(changed)))
-    else:
-        first = snap.problems[0] if snap.problems else None
-        ok, kind = True, None if first is None else first.kind.value
-        error = None if first is None else "; ".join(_problem_texts(snap))
-    rec = ScrapeRecord(name, now, ok, kind, error, result.duration, result.nbytes, parsed.errors)
-    new_state = replace(
-        state,
-        last_ok=snap,
-        last_record=rec,
-        metrics_disabled=snap.metrics_disabled,
-        problems=tuple(p.kind.value for p in snap.problems),
-    )
-    return new_state, Outcome(rec, snap, deltas, result.started)
+        return False, ErrorKind.BUCKET_LAYOUT_CHANGED.value, error
+    first = snap.problems[0] if snap.problems else None
+    if first is None:
+        return True, None, None
+    return True, first.kind.value, "; ".join(_problem_texts(snap))
 
 
 def _problem_texts(snap: Snapshot) -> list[str]:

@@ -31,14 +31,16 @@ _CHECK = {
     "connect": "the host cannot be reached: check the name and the network",
     "timeout": "no answer in time: the server or the network is overloaded, or a "
     "firewall drops the packets (--timeout)",
-    "http_status": "the server answered with an error: is the path /metrics?",
+    "http_status": "the server answered with an error: is the path /metrics? (SGLang "
+    "answers 404 there unless run with --enable-metrics)",
     "not_prometheus": "is this vLLM's /metrics URL?",
-    "metrics_disabled": "is this vLLM's /metrics, and is the server run without "
-    "--disable-log-stats?",
+    "metrics_disabled": "is this vLLM's or SGLang's /metrics, and is vLLM run without "
+    "--disable-log-stats (SGLang with --enable-metrics)?",
 }
 # Kinds whose message is better said plainly than as the scraper stored it.
 _SAID = {
-    "metrics_disabled": "no vLLM metrics on this page (Prometheus text without vllm: families)",
+    "metrics_disabled": "no vLLM metrics on this page (Prometheus text without vllm: or "
+    "sglang: families)",
     "not_prometheus": "not a Prometheus metrics page",
 }
 

@@ -29,6 +29,9 @@ class TargetPublic(BaseModel):
     last_scrape_duration_s: float | None
     parse_errors: int
     metrics_disabled: bool
+    # The engine of the last usable page: "vllm" or "sglang" (every stream of the target
+    # is that engine's); null: none yet, or a page without engine families.
+    engine_kind: str | None = None
     models: list[str]
     # Kinds of what the last scrape left out while the target stayed up (the first is
     # ``last_error_kind``): too_many_streams, invalid_values, duplicate_series,
@@ -74,6 +77,7 @@ def _live(state: TargetState) -> TargetPublic:
         last_scrape_duration_s=rec.duration if rec else None,
         parse_errors=rec.parse_errors if rec else 0,
         metrics_disabled=state.metrics_disabled,
+        engine_kind=(snap.engine_kind or None) if snap else None,
         models=sorted(snap.streams) if snap else [],
         problems=list(state.problems),
     )
