@@ -37,6 +37,8 @@ class StreamHeadroom:
     error: str | None = None
     replay_error: float | None = None
     warnings: tuple[str, ...] = ()
+    # A thin history (``app.read.twincache.Fitted.history``): none fitted, and why.
+    history: dict[str, float | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +50,7 @@ class StreamHeadroom:
             "error": self.error,
             "replay_error": None if self.replay_error is None else round(self.replay_error, 4),
             "warnings": list(self.warnings),
+            "history": self.history,
         }
 
 
@@ -74,7 +77,7 @@ def stream_headroom(
         f = fitted(intervals, target, model, now=now, config=config, cache=cache, info=page)
         cal = f.calibration
         if cal is None:
-            return StreamHeadroom(target, model, f.start, f.end, None, f.error)
+            return StreamHeadroom(target, model, f.start, f.end, None, f.error, history=f.history)
         errs = [e for e in cal.errors.values() if e is not None]
         replay = sorted(errs)[len(errs) // 2] if errs else None
         room = headroom(cal, slo.ttft_p99, slo.itl_p99)

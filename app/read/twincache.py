@@ -10,6 +10,10 @@ and replayed ``SEEDS`` times (``app.twin.whatif.calibrate``). A calibration cost
 of CPU, so it and everything computed from it is kept in a :class:`TwinCache` per stream,
 settings, page info and 5-minute bucket: two callers share a twin only where they would
 have fitted the same one.
+
+A span with less than ``MIN_HISTORY_S`` seconds of windows that were scraped and had
+traffic is not fitted (``app.twin.history``): the answer says how much history there is
+and when there will be enough, rather than a twin that moves with every window.
 """
 
 from __future__ import annotations
@@ -23,11 +27,15 @@ from app.diagnose.config import DiagnosisConfig
 from app.model import IntervalDelta, StreamSnapshot
 from app.read.whatif import span_of
 from app.twin.fit import FitError, fit
+from app.twin.history import ThinHistory, require
 from app.twin.whatif import Calibration, calibrate
 
 LOOKBACK_S = 900.0
 BUCKET_S = 300.0
 SEEDS = 2
+# The history a twin needs within LOOKBACK_S: ten 30 s windows scraped with traffic (the
+# CLI's default watch, docs/whatif.md).
+MIN_HISTORY_S = 300.0
 MAX_ENTRIES = 4096
 
 Intervals = Callable[[str, str, float, float], list[IntervalDelta]]
@@ -116,6 +124,9 @@ class Fitted:
     end: float
     calibration: Calibration | None
     error: str | None = None
+    # A thin history (``app.twin.history.ThinHistory.to_dict``): what there is, what is
+    # needed and from when it answers.
+    history: dict[str, float | None] | None = None
 
 
 def bucket_end(now: float) -> float:
@@ -150,7 +161,10 @@ def fitted(
                 info=page,
                 server=server,
             )
+            require(span.tiles, start, end, MIN_HISTORY_S, BUCKET_S)
             cal = calibrate(fit(span), span.whole, seeds=SEEDS)
+        except ThinHistory as exc:
+            return Fitted(target, model, start, end, None, str(exc), exc.to_dict())
         except (FitError, ValueError) as exc:
             return Fitted(target, model, start, end, None, str(exc))
         return Fitted(target, model, start, end, cal)

@@ -218,6 +218,7 @@ def headroom(
             k *= 2
         if bad is None:
             return _result(good, True, None, memo, figures, slo_ttft_p99, slo_itl_p99)
+
     def excess(k: float) -> float:
         return _excess(figures[k], slo_ttft_p99, slo_itl_p99)
 

@@ -36,6 +36,11 @@ class HeadroomPublic(Answer):
     error: str | None
     replay_error: float | None = Field(description="how far the twin's replay is from measured")
     warnings: list[str]
+    history: dict[str, float | None] | None = Field(
+        None,
+        description="a thin history, not fitted: span_s, covered_s and busy_s (seconds "
+        "scraped, and with traffic), need_s, answer_at (Unix seconds; null: not within a span)",
+    )
 
 
 class FleetHeadroomPublic(Answer):
