@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 SYSBINS := prometheus prometheus-alertmanager chromium chromedriver docker-compose
 SYSPKGS := prometheus prometheus-alertmanager chromium chromium-driver docker-compose
 
-.PHONY: demo test test-vllm lint bench clean sysdeps fuzz soak
+.PHONY: demo test test-vllm lint docs bench clean sysdeps fuzz soak
 
 # uv (from PyPI) installs the same packages as pip in a third of the time on a fresh
 # machine; pip where uv cannot be had.
@@ -25,12 +25,20 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/phasewatch demo
 
-# ruff, mypy and the layers of app/ (import-linter contracts in pyproject.toml).
+# ruff, mypy, the layers of app/ (import-linter contracts in pyproject.toml) and the
+# documentation site built --strict (a broken link, or a setting or flag without a
+# description, fails it: docs/gen/hooks.py).
 lint: $(STAMP)
-	$(BIN)/ruff check app tests bench
+	$(BIN)/ruff check app tests bench docs
 	$(BIN)/ruff format --check app tests bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports
+	@d=$$(mktemp -d); NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir $$d; \
+	  s=$$?; rm -rf $$d; exit $$s
+
+# The documentation site (MkDocs, material theme) into site/, offline; open site/index.html.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 sysdeps:
 	@missing=""; for b in $(SYSBINS); do command -v $$b >/dev/null 2>&1 || missing="$$missing $$b"; done; \
@@ -106,4 +114,4 @@ bench: $(STAMP) sysdeps
 	$(BIN)/python bench/churn.py --targets 1000 --minutes 10
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site
