@@ -13,7 +13,7 @@ from app.model import GaugeStats, HistogramDelta, Quantile, Window
 Hist = tuple[float, float | Quantile, float, float]
 
 
-# vLLM 0.33 bucket bounds (vllm-metrics.md §1.3).
+# vLLM 0.33 bucket bounds (docs/vllm-signals.md, "When vLLM observes").
 BOUNDS = {
     "ttft": (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
              7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0),

@@ -1,5 +1,5 @@
 """The ``probes:`` and ``probing:`` settings: small by default, refused when unusable,
-credentials never logged, and every key in the README's reference."""
+credentials never logged, and every key in docs/configuration.md's complete file."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from app.config import ConfigError, load_settings
 from app.logs import collect_secrets
 from app.probeconfig import ProbeConfig, ProbingConfig
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
 BASE = {"name": "p", "kind": "openai_chat", "url": "http://127.0.0.1:8000/", "model": "m"}
 
 
@@ -90,9 +90,8 @@ def test_the_token_and_every_header_value_are_secrets_for_the_logs() -> None:
 
 
 def _reference() -> dict[str, object]:
-    text = README.read_text()
-    section = text[text.index("## Configuration") :]
-    block = section[section.index("```yaml\n") + 8 :]
+    text = REFERENCE.read_text()
+    block = text[text.index("```yaml\n") + 8 :]
     loaded = yaml.safe_load(block[: block.index("```")])
     assert isinstance(loaded, dict)
     return loaded

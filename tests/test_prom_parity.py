@@ -9,7 +9,7 @@ Prometheus scrape (every 0.5 s), and every page is kept — so:
 * phasewatch also scrapes the simulator itself (``/page/k``: the same bytes) and stamps
   page ``k`` with ``s_k``.
 
-Alignment (README, "Parity with Prometheus"): for pages ``a < b`` Prometheus evaluates
+Alignment (docs/prometheus.md, "Parity with Prometheus"): for pages ``a < b`` Prometheus evaluates
 ``histogram_quantile(q, sum by (le) (increase(x_bucket[W])))`` at ``s_b`` with ``W =
 s_b - s_a`` exactly (milliseconds). Prometheus 2.x ranges are closed, so the range holds
 samples ``s_a .. s_b`` and both edges coincide with samples: ``increase()`` then does not

@@ -1,4 +1,4 @@
-"""Physics claims of the seed documents (reference/physics.md), pinned on the simulator."""
+"""Physics claims (docs/concepts.md), pinned on the simulator."""
 
 from __future__ import annotations
 

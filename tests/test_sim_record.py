@@ -1,4 +1,4 @@
-"""Recordings: DESIGN.md's folder of pages plus truth.jsonl, written faster than real time."""
+"""Recordings (docs/architecture.md): pages plus truth.jsonl, written faster than real time."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 Two replicas serve 5 and 20 requests every 5 s; from t = 3600 s to 4500 s every request
 of replica ``b`` misses the 2 s TTFT objective, so the fleet's bad share is 0.8 against
 a 1 % budget (target 0.99). Evaluations every 15 s at t ≡ 10 (mod 15), so that no
-evaluation lands exactly on a threshold. With x = t − 3600 (hand-derived, README):
+evaluation lands exactly on a threshold. With x = t − 3600 (hand-derived, docs/fleets.md):
 
 * fast (1 h & 5 m > 14.4, for 2 m): 1 h burn = 0.8·x/3600 > 0.144 ⇔ x > 648 → pending
   at x = 655, firing two minutes later; resolved once the last five minutes hold under

@@ -93,7 +93,7 @@ def test_a_tpot_bound_inside_a_bucket_is_flagged_and_brackets_the_truth(tmp_path
 def test_goodput_brackets_the_simulators_good_requests(tmp_path: Path) -> None:
     # Steady load (no queue growing or draining), so the requests that got their first
     # token in a window are, but for a few, the ones that finished in it: the histogram
-    # estimate then holds the truth. Across a backlog it does not (README: goodput).
+    # estimate then holds the truth. Across a backlog it does not (docs/fleets.md: goodput).
     rec = _recorded(record("prefill_interference", tmp_path / "pi", duration=600, seed=3))
     for k in (0, 60):
         rows = rec.truth[k : k + 60]

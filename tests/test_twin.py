@@ -244,7 +244,7 @@ def test_the_queue_time_starts_when_the_engine_core_reads_the_request(version: s
     """vLLM V1 times a request's queue from its QUEUED event, when the engine core reads
     it between two steps: one that arrives during a step waits for the step's end in
     neither the queue nor the prefill. V0 times it from the arrival. The simulator's
-    replica books it so (reference/vllm-metrics.md §1.4)."""
+    replica books it so (docs/vllm-signals.md, "When vLLM observes")."""
     from app.sim.engine import Replica
     from app.sim.scenario import load
 

