@@ -32,87 +32,127 @@ def build_self_metrics() -> SelfMetrics:
     """Create the registry and the metrics phasewatch reports about itself.
 
     ``process_*`` (CPU seconds, resident memory, open files) come from prometheus_client's
-    process collector, registered in this registry rather than the global one.
+    process collector, registered in this registry rather than the global one. The
+    metrics are registered (and exposed) in the order of the fields.
     """
     reg = CollectorRegistry()
     ProcessCollector(registry=reg)
+    scrapes, scrape_duration, store_bytes, targets = _scrape_metrics(reg)
+    round_duration, scrape_lag, rounds_missed, scrape_gaps = _round_metrics(reg)
+    held, reload_ok, reload_at = _service_metrics(reg)
+    effects_cpu, effects_priced, effects_failed, effects_queued = _effects_metrics(reg)
     return SelfMetrics(
         registry=reg,
-        scrapes=Counter(
-            "phasewatch_scrapes_total",
-            "Scrapes of vLLM targets by outcome (ok or the error kind).",
-            ["target", "outcome"],
-            registry=reg,
-        ),
-        scrape_duration=Histogram(
-            "phasewatch_scrape_duration_seconds",
-            "Time to fetch one target's /metrics page.",
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
-            registry=reg,
-        ),
-        store_bytes=Gauge(
-            "phasewatch_store_bytes", "Size of the SQLite store in bytes.", registry=reg
-        ),
-        targets=Gauge("phasewatch_targets", "Configured scrape targets.", registry=reg),
-        round_duration=Histogram(
-            "phasewatch_scrape_round_duration_seconds",
-            "Time for one scrape round over all targets, including storage.",
-            buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
-            registry=reg,
-        ),
-        scrape_lag=Histogram(
-            "phasewatch_scrape_lag_seconds",
-            "Delay from a round's scheduled time to the start of each target's fetch.",
-            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0),
-            registry=reg,
-        ),
-        rounds_missed=Counter(
-            "phasewatch_scrape_rounds_missed",
-            "Scheduled scrape rounds that did not run (a round overran, or the process stalled).",
-            registry=reg,
-        ),
-        scrape_gaps=Counter(
-            "phasewatch_scrape_gaps",
-            "Fetches of a target that started more than 1.5 intervals after its previous one.",
-            registry=reg,
-        ),
-        held=Gauge(
-            "phasewatch_held_entries",
-            "Entries held in memory for the targets and streams scraped now, by kind.",
-            ["kind"],
-            registry=reg,
-        ),
-        reload_ok=Gauge(
-            "phasewatch_config_last_reload_successful",
-            "Whether the last configuration reload succeeded (1; the start-up load counts).",
-            registry=reg,
-        ),
-        reload_at=Gauge(
-            "phasewatch_config_last_reload_success_timestamp_seconds",
-            "When the configuration was last loaded successfully, Unix seconds.",
-            registry=reg,
-        ),
-        effects_cpu=Counter(
-            "phasewatch_hint_effects_cpu_seconds",
-            "CPU time the job pricing the hints' effects on the twin has used (its thread's).",
-            registry=reg,
-        ),
-        effects_priced=Counter(
-            "phasewatch_hint_effects_priced_streams",
-            "Streams whose hints the job has priced on the twin.",
-            registry=reg,
-        ),
-        effects_failed=Counter(
-            "phasewatch_hint_effects_failed_streams",
-            "Streams priced whose twin could not be fitted (no effect, only its error).",
-            registry=reg,
-        ),
-        effects_queued=Gauge(
-            "phasewatch_hint_effects_queued_streams",
-            "Streams waiting for their hints to be priced.",
-            registry=reg,
-        ),
+        scrapes=scrapes,
+        scrape_duration=scrape_duration,
+        store_bytes=store_bytes,
+        targets=targets,
+        round_duration=round_duration,
+        scrape_lag=scrape_lag,
+        rounds_missed=rounds_missed,
+        scrape_gaps=scrape_gaps,
+        held=held,
+        reload_ok=reload_ok,
+        reload_at=reload_at,
+        effects_cpu=effects_cpu,
+        effects_priced=effects_priced,
+        effects_failed=effects_failed,
+        effects_queued=effects_queued,
     )
+
+
+def _scrape_metrics(reg: CollectorRegistry) -> tuple[Counter, Histogram, Gauge, Gauge]:
+    """The scrapes by outcome and their duration, the store's size, the targets."""
+    scrapes = Counter(
+        "phasewatch_scrapes_total",
+        "Scrapes of vLLM targets by outcome (ok or the error kind).",
+        ["target", "outcome"],
+        registry=reg,
+    )
+    duration = Histogram(
+        "phasewatch_scrape_duration_seconds",
+        "Time to fetch one target's /metrics page.",
+        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+        registry=reg,
+    )
+    store_bytes = Gauge(
+        "phasewatch_store_bytes", "Size of the SQLite store in bytes.", registry=reg
+    )
+    targets = Gauge("phasewatch_targets", "Configured scrape targets.", registry=reg)
+    return scrapes, duration, store_bytes, targets
+
+
+def _round_metrics(reg: CollectorRegistry) -> tuple[Histogram, Histogram, Counter, Counter]:
+    """The scrape rounds: their duration, each fetch's lag, rounds missed, gaps."""
+    duration = Histogram(
+        "phasewatch_scrape_round_duration_seconds",
+        "Time for one scrape round over all targets, including storage.",
+        buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0),
+        registry=reg,
+    )
+    lag = Histogram(
+        "phasewatch_scrape_lag_seconds",
+        "Delay from a round's scheduled time to the start of each target's fetch.",
+        buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 10.0),
+        registry=reg,
+    )
+    missed = Counter(
+        "phasewatch_scrape_rounds_missed",
+        "Scheduled scrape rounds that did not run (a round overran, or the process stalled).",
+        registry=reg,
+    )
+    gaps = Counter(
+        "phasewatch_scrape_gaps",
+        "Fetches of a target that started more than 1.5 intervals after its previous one.",
+        registry=reg,
+    )
+    return duration, lag, missed, gaps
+
+
+def _service_metrics(reg: CollectorRegistry) -> tuple[Gauge, Gauge, Gauge]:
+    """What the service holds in memory, and its configuration's last load."""
+    held = Gauge(
+        "phasewatch_held_entries",
+        "Entries held in memory for the targets and streams scraped now, by kind.",
+        ["kind"],
+        registry=reg,
+    )
+    reload_ok = Gauge(
+        "phasewatch_config_last_reload_successful",
+        "Whether the last configuration reload succeeded (1; the start-up load counts).",
+        registry=reg,
+    )
+    reload_at = Gauge(
+        "phasewatch_config_last_reload_success_timestamp_seconds",
+        "When the configuration was last loaded successfully, Unix seconds.",
+        registry=reg,
+    )
+    return held, reload_ok, reload_at
+
+
+def _effects_metrics(reg: CollectorRegistry) -> tuple[Counter, Counter, Counter, Gauge]:
+    """The job pricing the hints' effects on the twin: its CPU, its streams."""
+    cpu = Counter(
+        "phasewatch_hint_effects_cpu_seconds",
+        "CPU time the job pricing the hints' effects on the twin has used (its thread's).",
+        registry=reg,
+    )
+    priced = Counter(
+        "phasewatch_hint_effects_priced_streams",
+        "Streams whose hints the job has priced on the twin.",
+        registry=reg,
+    )
+    failed = Counter(
+        "phasewatch_hint_effects_failed_streams",
+        "Streams priced whose twin could not be fitted (no effect, only its error).",
+        registry=reg,
+    )
+    queued = Gauge(
+        "phasewatch_hint_effects_queued_streams",
+        "Streams waiting for their hints to be priced.",
+        registry=reg,
+    )
+    return cpu, priced, failed, queued
 
 
 @dataclass
