@@ -3,6 +3,8 @@
 - ``reference/configuration.md`` from the pydantic models (``config_ref``) and
   ``reference/cli.md`` from the argparse parsers (``cli_ref``): a setting or a flag
   without a description fails the build;
+- ``openapi.json``: the API's OpenAPI schema, as ``create_app`` serves it at
+  ``/openapi.json`` (the service is not started);
 - ``benchmarks.md``, ``security.md`` and ``reliability.md`` from the repository's
   ``BENCHMARKS.md``, ``SECURITY.md`` and ``RELIABILITY.md`` (kept at the top of the
   repository, where people look for them), their links pointed at the site's pages.
@@ -10,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -51,10 +54,20 @@ def top_level_page(name: str) -> str:
     return _LINK.sub(fix, (ROOT / name).read_text())
 
 
+def openapi() -> str:
+    """The OpenAPI schema of the API, from the app as the service builds it."""
+    from app.config import Settings
+    from app.main import create_app
+
+    app = create_app(Settings(storage={"path": ":memory:"}))
+    return json.dumps(app.openapi(), indent=2, sort_keys=True) + "\n"
+
+
 # The pages made at build time, by path in the site, and what makes each.
 GENERATED = {
     "reference/configuration.md": config_ref.render,
     "reference/cli.md": cli_ref.render,
+    "openapi.json": openapi,
     **{
         page: (lambda name=name: top_level_page(name))
         for name, page in TOP.items()
