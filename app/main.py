@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import anyio.to_thread
 from fastapi import APIRouter, FastAPI
@@ -58,6 +58,51 @@ def create_app(
     (a file descriptor is kept for each) and exported on ``/metrics``.
     """
     check_rule_files(settings.alerts)
+    lifespan = _lifespan(
+        settings,
+        start_jobs=start_jobs,
+        reload_config=reload_config,
+        configure_logging=configure_logging,
+        reload_on_sighup=reload_on_sighup,
+        connections=connections,
+    )
+    app = FastAPI(
+        title="phasewatch",
+        version=__version__,
+        description="Why is this vLLM server slow, and what should change.",
+        lifespan=lifespan,
+    )
+    _api(app)
+    mount_live(  # the Dash UI under /ui
+        app,
+        window=settings.window,
+        scrape=settings.scrape,
+        source=settings.source,
+        config=diagnosis_config(settings),
+        fleet=FleetOptions.from_config(
+            settings.fleet,
+            settings.storage,
+            slo_specs(settings),
+            [*settings.targets, *map(probe_target, settings.probes)],  # probes: no replicas
+        ),
+        alerts=settings.alerts.enabled,
+        warm=start_jobs,
+        jobs=start_jobs,
+    )
+    return app
+
+
+def _lifespan(
+    settings: Settings,
+    *,
+    start_jobs: bool,
+    reload_config: Callable[[], Settings] | None,
+    configure_logging: Callable[[Settings], None] | None,
+    reload_on_sighup: bool,
+    connections: ConnectionGuard | None,
+) -> Callable[[FastAPI], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the service built, its jobs started (``start_jobs``), its
+    reloader (and ``SIGHUP``), and all of it stopped at the end."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -90,12 +135,11 @@ def create_app(
                 loop.remove_signal_handler(signal.SIGHUP)
             await service.stop()
 
-    app = FastAPI(
-        title="phasewatch",
-        version=__version__,
-        description="Why is this vLLM server slow, and what should change.",
-        lifespan=lifespan,
-    )
+    return lifespan
+
+
+def _api(app: FastAPI) -> None:
+    """The API's limits, errors and routes (``/api/v1``, health, reload)."""
     # Every request body is capped (1 MiB; silences far less), and counted as it streams.
     app.add_middleware(
         BodyLimit, default=DEFAULT_MAX_BODY, caps={"/api/v1/silences": silences.MAX_BODY}
@@ -115,20 +159,3 @@ def create_app(
     app.include_router(api)
     app.include_router(health.router)
     app.include_router(reload.router)
-    mount_live(  # the Dash UI under /ui
-        app,
-        window=settings.window,
-        scrape=settings.scrape,
-        source=settings.source,
-        config=diagnosis_config(settings),
-        fleet=FleetOptions.from_config(
-            settings.fleet,
-            settings.storage,
-            slo_specs(settings),
-            [*settings.targets, *map(probe_target, settings.probes)],  # probes: no replicas
-        ),
-        alerts=settings.alerts.enabled,
-        warm=start_jobs,
-        jobs=start_jobs,
-    )
-    return app
