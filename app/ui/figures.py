@@ -255,6 +255,18 @@ def target_figure(
     # so the page passes the zoom back as ``x_range``.
     span = [timeline.start * 1000.0, timeline.end * 1000.0]
     _band(fig, runs, max(timeline.end - timeline.start, timeline.step))
+    _latency_rows(fig, timeline, points, step, span)
+    _requests_row(fig, points, step)
+    _kv_row(fig, points, step, span)
+    _layout(fig, timeline, height, uirevision)
+    _marks(fig, timeline, marks, x_range)
+    return fig
+
+
+def _latency_rows(
+    fig: go.Figure, timeline: Timeline, points: Sequence[Point], step: float, span: list[float]
+) -> None:
+    """Rows 2 and 3: TTFT and ITL, p50 and p99, against their SLOs."""
     _percentile_traces(
         fig,
         2,
@@ -283,6 +295,10 @@ def target_figure(
         p99=lambda p: (p.itl_p99, p.itl_p99_ge),
         span=span,
     )
+
+
+def _requests_row(fig: go.Figure, points: Sequence[Point], step: float) -> None:
+    """Row 4: requests running and waiting."""
     for name, get, colour, dash in (
         ("running (avg)", lambda p: p.running_avg, palette.RUNNING, "solid"),
         ("waiting (avg)", lambda p: p.waiting_avg, palette.WAITING, "solid"),
@@ -302,6 +318,10 @@ def target_figure(
             row=4,
             col=1,
         )
+
+
+def _kv_row(fig: go.Figure, points: Sequence[Point], step: float, span: list[float]) -> None:
+    """Row 5: KV cache usage, the pool-full line and the preemptions."""
     xs, ys = _xy(points, step, lambda p: p.kv_max, 100.0)
     fig.add_trace(
         go.Scatter(
@@ -345,7 +365,15 @@ def target_figure(
             row=5,
             col=1,
         )
-    _layout(fig, timeline, height, uirevision)
+
+
+def _marks(
+    fig: go.Figure,
+    timeline: Timeline,
+    marks: Sequence[Mark],
+    x_range: tuple[float, float] | None,
+) -> None:
+    """The marks with their stacked labels, and the visible range when one is fixed."""
     span_s = max(timeline.end - timeline.start, timeline.step)
     if x_range is not None:
         span_s = max(x_range[1] - x_range[0], timeline.step)
@@ -357,7 +385,6 @@ def target_figure(
     )
     if x_range is not None:
         fig.update_xaxes(range=[x_range[0] * 1000.0, x_range[1] * 1000.0], autorange=False)
-    return fig
 
 
 # Mark labels: a label is about this many pixels per character (10 px font) on a plot

@@ -57,6 +57,18 @@ def incident_markdown(
         f"- **Dominant class:** {text(palette.label(spike.dominant))} ({code(spike.dominant)})",
         f"- **Source:** {code(source)}",
         "",
+        *_peaks(spike),
+        *_sequence(spike),
+    ]
+    if diagnosis is not None:
+        lines += _diagnosis(diagnosis)
+    lines += _alerts(alerts)
+    return "\n".join(lines) + "\n"
+
+
+def _peaks(spike: Spike) -> list[str]:
+    """The peaks of each signal: value, time, SLO, baseline and why it counts."""
+    lines = [
         "## Peaks",
         "",
         "| signal | peak | at (UTC) | SLO | baseline | why it counts |",
@@ -76,72 +88,88 @@ def incident_markdown(
         )
     if any(p.ge for p in spike.peaks):
         lines += ["", "A ≥ value is a lower bound: the rank fell above the highest bucket."]
-    lines += ["", "## Class sequence", "", "| from (UTC) | to (UTC) | class | windows |"]
+    return lines
+
+
+def _sequence(spike: Spike) -> list[str]:
+    """The classes the spike's windows went through, in order."""
+    lines = ["", "## Class sequence", "", "| from (UTC) | to (UTC) | class | windows |"]
     lines.append("|---|---|---|---|")
     for r in spike.runs:
         lines.append(
             _row(utc(r.start), utc(r.end), text(palette.label(r.cls, r.sub_cause)), str(r.windows))
         )
-    if diagnosis is not None:
-        d = diagnosis
+    return lines
+
+
+def _diagnosis(d: Diagnosis) -> list[str]:
+    """The diagnosis at the peak: class, what changed, evidence, what to change."""
+    lines = [
+        "",
+        f"## Diagnosis at the peak ({utc(d.start)} – {utc(d.end)} UTC)",
+        "",
+        f"**{text(palette.label(str(d.cls), d.sub_cause))}** "
+        f"(confidence {d.confidence:.2f}): {text(d.summary)}",
+        "",
+    ]
+    if d.changes:
         lines += [
+            "### What changed",
             "",
-            f"## Diagnosis at the peak ({utc(d.start)} – {utc(d.end)} UTC)",
-            "",
-            f"**{text(palette.label(str(d.cls), d.sub_cause))}** "
-            f"(confidence {d.confidence:.2f}): {text(d.summary)}",
-            "",
+            "| against the healthy baseline | explains |",
+            "|---|---|",
         ]
-        if d.changes:
-            lines += [
-                "### What changed",
-                "",
-                "| against the healthy baseline | explains |",
-                "|---|---|",
-            ]
-            for c in d.changes:
-                share = f"{c.share:.0%}" if c.share > 0 else "none"
-                lines.append(_row(text(c.text()), share))
-            lines.append("")
-        lines += [
-            "### Evidence",
-            "",
-            "| rule | signal | value | threshold | holds |",
-            "|---|---|---|---|---|",
-        ]
-        rule = str(d.cls)
-        chosen = [e for e in d.evidence if e.rule == rule] or list(d.evidence)
-        for e in chosen:
-            threshold = "" if e.threshold is None else f"{e.op} {fmt_value(e.threshold, e.unit)}"
-            holds = {True: "yes", False: "no", None: "unknown"}[e.holds]
-            lines.append(
-                _row(
-                    text(e.rule),
-                    text(e.signal),
-                    text(fmt_value(e.value, e.unit, e.ge)),
-                    text(threshold),
-                    holds,
-                )
-            )
-        lines += ["", "### What to change", ""]
-        if d.hints:
-            for i, h in enumerate(d.hints, 1):
-                lines.append(f"{i}. **{text(h.title)}**: {text(h.action)}. Why: {text(h.why)}")
-                if h.effect is not None:
-                    lines.append(f"   - {text(h.effect.text())} (the what-if twin)")
-        else:
-            lines.append("Nothing to change.")
-        if d.roofline is not None:
-            lines += ["", f"Roofline: {text(d.roofline.text())}"]
-    lines += ["", "## Alerts", ""]
-    if alerts:
-        lines += ["| at (UTC) | alert | state | severity | summary |", "|---|---|---|---|---|"]
-        for a in sorted(alerts, key=lambda a: a.at):
-            lines.append(
-                _row(
-                    utc(a.at), text(a.name), text(a.state), text(a.severity), text(alert_summary(a))
-                )
-            )
+        for c in d.changes:
+            share = f"{c.share:.0%}" if c.share > 0 else "none"
+            lines.append(_row(text(c.text()), share))
+        lines.append("")
+    lines += _evidence(d)
+    lines += ["", "### What to change", ""]
+    if d.hints:
+        for i, h in enumerate(d.hints, 1):
+            lines.append(f"{i}. **{text(h.title)}**: {text(h.action)}. Why: {text(h.why)}")
+            if h.effect is not None:
+                lines.append(f"   - {text(h.effect.text())} (the what-if twin)")
     else:
-        lines.append("No alert changed state in this range.")
-    return "\n".join(lines) + "\n"
+        lines.append("Nothing to change.")
+    if d.roofline is not None:
+        lines += ["", f"Roofline: {text(d.roofline.text())}"]
+    return lines
+
+
+def _evidence(d: Diagnosis) -> list[str]:
+    """The evidence of the diagnosis' own rule (all of it when that rule has none)."""
+    lines = [
+        "### Evidence",
+        "",
+        "| rule | signal | value | threshold | holds |",
+        "|---|---|---|---|---|",
+    ]
+    rule = str(d.cls)
+    chosen = [e for e in d.evidence if e.rule == rule] or list(d.evidence)
+    for e in chosen:
+        threshold = "" if e.threshold is None else f"{e.op} {fmt_value(e.threshold, e.unit)}"
+        holds = {True: "yes", False: "no", None: "unknown"}[e.holds]
+        lines.append(
+            _row(
+                text(e.rule),
+                text(e.signal),
+                text(fmt_value(e.value, e.unit, e.ge)),
+                text(threshold),
+                holds,
+            )
+        )
+    return lines
+
+
+def _alerts(alerts: Sequence[AlertRow]) -> list[str]:
+    """The alerts that changed state in the range, oldest first."""
+    lines = ["", "## Alerts", ""]
+    if not alerts:
+        return [*lines, "No alert changed state in this range."]
+    lines += ["| at (UTC) | alert | state | severity | summary |", "|---|---|---|---|---|"]
+    for a in sorted(alerts, key=lambda a: a.at):
+        lines.append(
+            _row(utc(a.at), text(a.name), text(a.state), text(a.severity), text(alert_summary(a)))
+        )
+    return lines

@@ -171,6 +171,13 @@ def _alerts(ctx_: PageContext, s: Spike, start: float, end: float) -> list[Alert
 
 
 def register(app: Dash, ctx_: PageContext) -> None:
+    _register_search(app, ctx_)
+    _register_open(app, ctx_)
+    _register_exports(app, ctx_)
+
+
+def _register_search(app: Dash, ctx_: PageContext) -> None:
+    """The range control and the search: the spikes of the chosen streams and range."""
     data = ctx_.data
 
     @app.callback(
@@ -207,6 +214,10 @@ def register(app: Dash, ctx_: PageContext) -> None:
         if not spikes:
             return html.P("No p99 spike in this range.", className="muted"), found, status
         return spike_table(spikes), found, status
+
+
+def _register_open(app: Dash, ctx_: PageContext) -> None:
+    """A spike opened: its five-metric view, alerts, diagnosis at the peak and summary."""
 
     @app.callback(
         Output(ids.INCIDENT_VIEW, "children"),
@@ -247,6 +258,11 @@ def register(app: Dash, ctx_: PageContext) -> None:
             else html.P("No window to diagnose.", className="muted"),
         ]
         return view(fig, detail, got.markdown, index=index)
+
+
+def _register_exports(app: Dash, ctx_: PageContext) -> None:
+    """The open spike's Markdown summary and self-contained HTML report, downloaded."""
+    data = ctx_.data
 
     @app.callback(
         Output(ids.INCIDENT_DOWNLOAD, "data"),

@@ -182,17 +182,21 @@ def _text(value: Any) -> str | None:
 
 
 def register(app: Dash, ctx_: PageContext) -> None:
-    data = ctx_.data
     _register_zoom(app, ctx_)
-
     timerange.register_custom(
         app,
-        data.now,
+        ctx_.data.now,
         choice=ids.TARGET_RANGE,
         custom=ids.TARGET_CUSTOM,
         lo=ids.TARGET_FROM,
         hi=ids.TARGET_TO,
     )
+    _register_refresh(app, ctx_)
+
+
+def _register_refresh(app: Dash, ctx_: PageContext) -> None:
+    """The page's charts, card and side panel: on a new stream or range, on each live
+    tick, and on a click on a chart (then only the card and its mark)."""
 
     @app.callback(
         Output(ids.TARGET_GRAPH, "figure"),
@@ -240,43 +244,63 @@ def register(app: Dash, ctx_: PageContext) -> None:
             at = clicked_time(click)
             if at is None:
                 return nothing
-            fig_patch = Patch()
-            mark = [Mark(_window_end(ctx_, at), "card")]
-            fig_patch["layout"]["shapes"] = mark_shapes(mark)
-            fig_patch["layout"]["annotations"] = mark_annotations(mark)
-            card = _card(ctx_, target, model, at)
-            return (fig_patch, card, no_update, no_update, no_update, at, no_update)
-        try:
-            start, end = timerange.resolve(choice, lo, hi, now=data.now(), span=data.source.span())
-        except timerange.RangeError as exc:
-            return no_update, no_update, no_update, str(exc), no_update, at, no_update
-        tl = data.timeline(target, model, start, end)
-        marks = [] if at is None else [Mark(_window_end(ctx_, at), "card")]
-        shown = None if zoom is None else (zoom[0], zoom[1])
-        if shown is None and choice in timerange.PRESETS and tl.points:
-            # History shorter than the preset: show the data, not an empty hour.
-            first = tl.points[0].end - tl.length
-            shown = timerange.fit_to_data(start, end, first, step=tl.step)
-        fig = target_figure(
-            tl,
-            marks=marks,
-            uirevision=f"{target}\n{model}\n{choice}",
-            x_range=shown,
-        )
-        view = (start, end) if zoom is None else (zoom[0], zoom[1])
-        status = (
-            f"{len(tl.points)} windows of {tl.length:g} s every {tl.step:g} s · "
-            f"{utc(start)} – {utc(end)} UTC · {data.source.label}"
-        )
-        return (
-            fig,
-            _card(ctx_, target, model, at),
-            _side(ctx_, target, model),
-            status,
-            ctx_.incident_href(target, model, start=view[0], end=view[1]),
-            at,
-            zoom,
-        )
+            return _clicked(ctx_, target, model, at)
+        return _rendered(ctx_, target, model, choice, lo, hi, at, zoom)
+
+
+def _clicked(ctx_: PageContext, target: str, model: str, at: float) -> tuple[Any, ...]:
+    """A click on a chart: the card on the clicked window, and its mark (a patch)."""
+    fig_patch = Patch()
+    mark = [Mark(_window_end(ctx_, at), "card")]
+    fig_patch["layout"]["shapes"] = mark_shapes(mark)
+    fig_patch["layout"]["annotations"] = mark_annotations(mark)
+    card = _card(ctx_, target, model, at)
+    return (fig_patch, card, no_update, no_update, no_update, at, no_update)
+
+
+def _rendered(
+    ctx_: PageContext,
+    target: str,
+    model: str,
+    choice: str,
+    lo: str | None,
+    hi: str | None,
+    at: float | None,
+    zoom: list[float] | None,
+) -> tuple[Any, ...]:
+    """The whole page for a stream and range: charts, card, side panel, status, link."""
+    data = ctx_.data
+    try:
+        start, end = timerange.resolve(choice, lo, hi, now=data.now(), span=data.source.span())
+    except timerange.RangeError as exc:
+        return no_update, no_update, no_update, str(exc), no_update, at, no_update
+    tl = data.timeline(target, model, start, end)
+    marks = [] if at is None else [Mark(_window_end(ctx_, at), "card")]
+    shown = None if zoom is None else (zoom[0], zoom[1])
+    if shown is None and choice in timerange.PRESETS and tl.points:
+        # History shorter than the preset: show the data, not an empty hour.
+        first = tl.points[0].end - tl.length
+        shown = timerange.fit_to_data(start, end, first, step=tl.step)
+    fig = target_figure(
+        tl,
+        marks=marks,
+        uirevision=f"{target}\n{model}\n{choice}",
+        x_range=shown,
+    )
+    view = (start, end) if zoom is None else (zoom[0], zoom[1])
+    status = (
+        f"{len(tl.points)} windows of {tl.length:g} s every {tl.step:g} s · "
+        f"{utc(start)} – {utc(end)} UTC · {data.source.label}"
+    )
+    return (
+        fig,
+        _card(ctx_, target, model, at),
+        _side(ctx_, target, model),
+        status,
+        ctx_.incident_href(target, model, start=view[0], end=view[1]),
+        at,
+        zoom,
+    )
 
 
 def _register_zoom(app: Dash, ctx_: PageContext) -> None:
