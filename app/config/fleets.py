@@ -31,6 +31,15 @@ class ImbalanceConfig(Strict):
     min_observations: int = Field(
         50, ge=1, description="observations each replica needs for its p99 to be compared"
     )
+    latency_slo_share: float = Field(
+        0.5,
+        ge=0,
+        description="a latency outlier matters when its p99 is >= this share of its SLO "
+        "(or the replica is near its limit: a queue, or kv_near)",
+    )
+    kv_near: float = Field(
+        0.9, gt=0, le=1, description="a replica whose KV usage avg is >= this is near its limit"
+    )
 
 
 class FleetConfig(Strict):

@@ -14,7 +14,11 @@ window), never with itself, so with two replicas the other one is the yardstick:
 * **ttft** / **itl** — p99 ≥ ``latency_ratio`` × the median of the peers' p99s, each with
   at least ``min_observations`` observations (fewer make a p99 little more than the
   maximum). A latency outlier without a load outlier points at the replica itself
-  (hardware, flags, version, a noisy neighbour), not at the routing.
+  (hardware, flags, version, a noisy neighbour), not at the routing. Where the SLOs are
+  known (``config``) the difference must matter: the replica's p99 at least
+  ``latency_slo_share`` of its objective, or the replica near its limit (a queue:
+  waiting ≥ ``waiting_min``; its KV pool ≥ ``kv_near`` full; a load or queue finding).
+  Replicas far inside their SLO (587 ms against 247 ms under 2 s) are no finding.
 
 Every finding carries its evidence (the value, the threshold it was compared with, the
 peers' figure) and the hints that fit it: load-balancer policy, sticky sessions,
@@ -29,7 +33,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.diagnose.config import DiagnosisConfig
 from app.diagnose.records import Evidence, Hint, fmt_value
+from app.fleet.routing_hints import HINTS
 from app.model import Window
 
 __all__ = [
@@ -54,47 +60,8 @@ class ImbalanceThresholds:
     kv_spread: float = 0.3
     latency_ratio: float = 2.0
     min_observations: int = 50
-
-
-HINTS: dict[str, Hint] = {
-    h.id: h
-    for h in (
-        Hint(
-            "lb_least_request",
-            "Route by outstanding requests, not round-robin",
-            "use a least-request / least-connections policy in the load balancer "
-            "(Envoy LEAST_REQUEST, nginx least_conn, or a router that reads "
-            "vllm:num_requests_running/waiting)",
-            "requests differ a hundredfold in length; round-robin or random routing "
-            "keeps sending new work to a replica still busy with long ones",
-        ),
-        Hint(
-            "sticky_sessions",
-            "Check session affinity",
-            "loosen sticky sessions or hash-by-user routing, or cap a session's share "
-            "of one replica",
-            "affinity pins heavy users or long conversations to one replica for as "
-            "long as the session lasts, whatever its load",
-        ),
-        Hint(
-            "prefix_routing",
-            "Bound prefix-aware routing by load",
-            "give the prefix-/KV-cache-aware router (llm-d, vLLM production-stack, "
-            "Dynamo) a load threshold so a popular prefix spills to other replicas",
-            "routing every request with a shared prefix to the replica that caches it "
-            "saves prefill but piles that traffic onto one replica",
-        ),
-        Hint(
-            "slow_replica",
-            "Inspect the slow replica",
-            "compare its GPU (clocks, throttling, ECC errors), vLLM version and flags "
-            "(cache_config_info, --max-num-batched-tokens) with its peers; drain it "
-            "from the load balancer meanwhile",
-            "it is slower than its peers at a similar load: the cause is the replica, "
-            "not the traffic it gets",
-        ),
-    )
-}
+    latency_slo_share: float = 0.5
+    kv_near: float = 0.9
 
 
 @dataclass(frozen=True, slots=True)
@@ -315,8 +282,42 @@ def _kv_spread(replicas: Sequence[Window], t: ImbalanceThresholds) -> Outlier | 
     )
 
 
+def _matters(
+    w: Window,
+    signal: str,
+    mine: float,
+    t: ImbalanceThresholds,
+    config: DiagnosisConfig,
+) -> Evidence:
+    """Whether a latency difference matters (module docstring), as evidence: its share
+    of the replica's SLO, or what says the replica is near its limit."""
+    slo = config.slo_for(w.target, w.model_name)
+    objective = slo.ttft_p99 if signal == "ttft" else slo.itl_p99
+    share = mine / objective if objective > 0 else 0.0
+    waiting, kv = _gauge(w, "waiting"), _gauge(w, "kv_usage")
+    if share < t.latency_slo_share and waiting is not None and waiting >= t.waiting_min:
+        return Evidence(
+            "imbalance", "waiting_avg", waiting, ">=", t.waiting_min, True, "",
+            note="near its limit: a queue",
+        )  # fmt: skip
+    if share < t.latency_slo_share and kv is not None and kv >= t.kv_near:
+        return Evidence(
+            "imbalance", "kv_avg", kv, ">=", t.kv_near, True, "ratio",
+            note="near its limit: its KV pool",
+        )  # fmt: skip
+    return Evidence(
+        "imbalance", f"{signal}_slo_share", share, ">=", t.latency_slo_share,
+        share >= t.latency_slo_share, "ratio", note=f"of its {fmt_value(objective, 's')} SLO",
+    )  # fmt: skip
+
+
 def _latency(
-    w: Window, peers: Sequence[Window], signal: str, t: ImbalanceThresholds, loaded: bool
+    w: Window,
+    peers: Sequence[Window],
+    signal: str,
+    t: ImbalanceThresholds,
+    loaded: bool,
+    config: DiagnosisConfig | None = None,
 ) -> Outlier | None:
     mine, ge = _p99(w, signal, t.min_observations)
     others = [v for p in peers if (v := _p99(p, signal, t.min_observations)[0]) is not None]
@@ -324,6 +325,10 @@ def _latency(
         return None
     median = statistics.median(others)
     if median <= 0 or mine < t.latency_ratio * median:
+        return None
+    # Without SLOs every difference is a finding; a load or queue finding is its limit.
+    why = None if config is None or loaded else _matters(w, signal, mine, t, config)
+    if why is not None and not why.holds:
         return None
     name = "TTFT" if signal == "ttft" else "ITL"
     ev = (
@@ -338,6 +343,7 @@ def _latency(
             ge,
             note=f"{t.latency_ratio:g}× the peers' median {fmt_value(median, 's')}",
         ),
+        *(() if why is None else (why,)),
     )
     summary = (
         f"{w.target} {name} p99 {fmt_value(mine, 's', ge)} is {mine / median:.1f}× its "
@@ -352,9 +358,12 @@ def _latency(
 
 
 def find_imbalance(
-    replicas: Sequence[Window], thresholds: ImbalanceThresholds | None = None
+    replicas: Sequence[Window],
+    thresholds: ImbalanceThresholds | None = None,
+    config: DiagnosisConfig | None = None,
 ) -> Imbalance:
-    """The outliers among one fleet's replica windows (all over the same window)."""
+    """The outliers among one fleet's replica windows (all over the same window);
+    ``config`` gives each replica's SLOs, which a latency finding must matter against."""
     t = thresholds or ImbalanceThresholds()
     live = [w for w in replicas if w.intervals > 0 or w.gauges]
     running = [v for w in live if (v := _gauge(w, "running")) is not None]
@@ -382,7 +391,7 @@ def find_imbalance(
         outliers.extend(o for o in (load, queue) if o is not None)
         loaded = load is not None or queue is not None
         for signal in ("ttft", "itl"):
-            found = _latency(w, peers, signal, t, loaded)
+            found = _latency(w, peers, signal, t, loaded, config)
             if found is not None:
                 outliers.append(found)
     spread = _kv_spread(live, t)

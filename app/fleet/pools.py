@@ -229,9 +229,14 @@ def _merged(parts: Sequence[Imbalance], first: Sequence[Outlier] = ()) -> Imbala
     return Imbalance(tuple(outliers), shares, None, tuple(hints))
 
 
-def pool_aware_imbalance(view: PDView, thresholds: ImbalanceThresholds | None = None) -> Imbalance:
-    """The fleet's imbalance, replicas compared within their pool, and the pool finding."""
-    parts = [find_imbalance(p.fleet.replicas, thresholds) for p in view.pools.values()]
+def pool_aware_imbalance(
+    view: PDView,
+    thresholds: ImbalanceThresholds | None = None,
+    config: DiagnosisConfig | None = None,
+) -> Imbalance:
+    """The fleet's imbalance, replicas compared within their pool (a latency difference
+    judged against their SLOs from ``config``), and the pool finding."""
+    parts = [find_imbalance(p.fleet.replicas, thresholds, config) for p in view.pools.values()]
     first = () if view.imbalance is None else (view.imbalance.outlier,)
     return _merged(parts, first)
 
@@ -240,6 +245,7 @@ def imbalance_within_pools(
     replicas: Sequence[Window],
     roles: Mapping[str, str] | None = None,
     thresholds: ImbalanceThresholds | None = None,
+    config: DiagnosisConfig | None = None,
 ) -> Imbalance | None:
     """Replicas compared within their pool (no pool diagnosed: a chart's many windows),
     or None when the fleet is no P/D fleet."""
@@ -247,4 +253,4 @@ def imbalance_within_pools(
     if not _is_pd(found, sources):
         return None
     groups = [[w for w in replicas if found[w.target] == role] for role in ROLES]
-    return _merged([find_imbalance(g, thresholds) for g in groups if g])
+    return _merged([find_imbalance(g, thresholds, config) for g in groups if g])

@@ -78,4 +78,6 @@ def imbalance_thresholds(cfg: ImbalanceConfig) -> ImbalanceThresholds:
         kv_spread=cfg.kv_spread,
         latency_ratio=cfg.latency_ratio,
         min_observations=cfg.min_observations,
+        latency_slo_share=cfg.latency_slo_share,
+        kv_near=cfg.kv_near,
     )

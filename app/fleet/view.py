@@ -131,9 +131,9 @@ def view_of(
     per_replica = {w.target: diagnose(w, config) for w in fw.replicas} if diagnose_replicas else {}
     pd = pd_view(key, fw.replicas, start=start, end=end, config=config, roles=roles, probes=probes)
     imbalance = (
-        find_imbalance(fw.replicas, thresholds)
+        find_imbalance(fw.replicas, thresholds, config)
         if pd is None
-        else pool_aware_imbalance(pd, thresholds)
+        else pool_aware_imbalance(pd, thresholds, config)
     )
     return FleetView(fw, diagnose(fw.window, config), imbalance, per_replica, pd)
 

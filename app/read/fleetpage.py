@@ -207,8 +207,8 @@ class FleetData:
                 continue
             # A P/D fleet's replicas are compared within their pool (``app.fleet.pools``).
             imbalance = imbalance_within_pools(
-                fw.replicas, roles, self.options.thresholds
-            ) or find_imbalance(fw.replicas, self.options.thresholds)
+                fw.replicas, roles, self.options.thresholds, self.config
+            ) or find_imbalance(fw.replicas, self.options.thresholds, self.config)
             kinds: dict[str, list[str]] = {}
             for o in imbalance.outliers:
                 kinds.setdefault(o.replica, []).append(o.kind)
