@@ -82,6 +82,16 @@ SLO_STOP_TIMEOUT_S = 10.0
 JOBS_STOP_TIMEOUT_S = 10.0
 
 
+def _settle_s(settings: Settings) -> float:
+    """How long after its time a delta may still arrive: a scrape's interval and timeout;
+    from a Prometheus source, its lag and a round more (a minute rolled up before its
+    deltas arrive takes each of them as a late write: decoded and packed again)."""
+    settle = settings.scrape.interval + settings.scrape.timeout + 1.0
+    if settings.source.kind == "prometheus":
+        settle += settings.source.lag + settings.scrape.interval
+    return settle
+
+
 class Service:
     """Everything one phasewatch process owns."""
 
@@ -100,24 +110,7 @@ class Service:
         # A stored target no longer scraped (removed from the list); None: never known.
         self.target_gone: Callable[[str], bool] | None = None
         self.scraped: ScrapeSource | None = None  # the scrape of the targets, if any
-        if settings.source.kind == "prometheus":
-            self.source = PrometheusFollower(
-                settings.source,
-                settings.targets,
-                self.store,
-                length=settings.window.length,
-                interval=settings.scrape.interval,
-            )
-        else:
-            self.scrape_clients = ClientPool(
-                follow_redirects=False,
-                headers={"User-Agent": "phasewatch"},
-            )
-            scraped = ScrapeSource(
-                settings.scrape, discovery_for(settings), self.store, self.scrape_clients
-            )
-            self.source, self.target_gone = scraped, scraped.is_gone
-            self.scraped = scraped
+        self._open_source(settings)
         self.metrics: SelfMetrics = build_self_metrics()
         self.probes: ProbeSource | None = None
         if settings.probes:  # beside the scraped targets, each probe a target of its own
@@ -155,13 +148,7 @@ class Service:
                 cpu_share=settings.whatif.cpu_share,
             )
             self.evaluator.effects = self.effects
-        # How long after its time a delta may still arrive: a scrape's interval and timeout;
-        # from a Prometheus source, its lag and a round more (a minute rolled up before
-        # its deltas arrive takes each of them as a late write: decoded and packed again).
-        settle = settings.scrape.interval + settings.scrape.timeout + 1.0
-        if settings.source.kind == "prometheus":
-            settle += settings.source.lag + settings.scrape.interval
-        self.window_cache = WindowCache(settle)
+        self.window_cache = WindowCache(_settle_s(settings))
         self.metrics.targets.set(len(self.source.targets()))
         self.reload_status = ReloadStatus(last_attempt=time.time(), last_success=time.time())
         record_reload(self.metrics, self.reload_status)
@@ -174,6 +161,28 @@ class Service:
         self.round_clock: RoundClock | None = None
         self._round_failed = Throttled(log)
         self._fetched_at: dict[str, float] = {}
+
+    def _open_source(self, settings: Settings) -> None:
+        """Where the signals come from: the targets scraped (through one client pool), or
+        the series another Prometheus holds (``source.kind``)."""
+        if settings.source.kind == "prometheus":
+            self.source = PrometheusFollower(
+                settings.source,
+                settings.targets,
+                self.store,
+                length=settings.window.length,
+                interval=settings.scrape.interval,
+            )
+            return
+        self.scrape_clients = ClientPool(
+            follow_redirects=False,
+            headers={"User-Agent": "phasewatch"},
+        )
+        scraped = ScrapeSource(
+            settings.scrape, discovery_for(settings), self.store, self.scrape_clients
+        )
+        self.source, self.target_gone = scraped, scraped.is_gone
+        self.scraped = scraped
 
     def _add_probes(self, settings: Settings) -> None:
         """Run the configured probes as a source beside the scraped targets
