@@ -118,6 +118,8 @@ def variations(quick: bool) -> list[Run]:
         Run("", 0, "rate-1.2", (("workload.rate_multiplier", 1.2),)),
         # V0 page names: no queue/prefill/step histograms, the prefix-cache gauge.
         Run("", 0, "vllm-0.6", version="0.6"),
+        # SGLang's pages of the same replicas (docs/sglang.md): the same scores expected.
+        Run("", 0, "sglang", version="sglang"),
     ]
     return out
 

@@ -1,6 +1,8 @@
 """``phasewatch sim``: serve a simulated vLLM fleet, or write a recording.
 
 Serve:  phasewatch sim --scenario healthy [--port 8000] [--replicas N] [--vllm-version 0.33]
+        phasewatch sim --scenario queue_overload --engine sglang  (SGLang's pages: docs/sglang.md)
+        phasewatch sim --scenario healthy --replicas 4 --engine mixed   (vLLM and SGLang)
         phasewatch sim --scenario healthy --replicas 3 --replica-set 2:workload.rate_multiplier=3
         phasewatch sim --scenario pd_slow_transfer     (a P/D fleet: docs/pd-fleets.md)
 Record: phasewatch sim --scenario incident --record DIR [--duration 900] [--seed 1]
@@ -54,6 +56,13 @@ def register(sub: Any) -> None:
         choices=VERSIONS,
         default="0.33",
         help="metric names to print: 0.33 (V1), 0.10 (V1 + deprecated twins), 0.6 (V0)",
+    )
+    p.add_argument(
+        "--engine",
+        choices=("vllm", "sglang", "mixed"),
+        default="vllm",
+        help="whose pages to print: vLLM's (--vllm-version), SGLang's, or mixed (served "
+        "replicas alternate: even ones vLLM, odd ones SGLang)",
     )
     p.add_argument("--speed", type=float, default=1.0, help="sim seconds per wall second (live)")
     p.add_argument(
@@ -192,7 +201,11 @@ def _run(args: argparse.Namespace) -> int:
     from app.sim.pd_scenario import is_pd
 
     if is_pd(args.scenario):
+        if args.engine != "vllm":
+            return _fail("a P/D scenario simulates vLLM's KV connector: drop --engine")
         return _run_pd(args)
+    if args.engine == "mixed" and args.record:
+        return _fail("--record writes one replica; --engine mixed needs served replicas")
     try:
         base = overrides_from(args)
         sc = scenarios.load(args.scenario, base)
@@ -280,6 +293,11 @@ def _run_pd(args: argparse.Namespace) -> int:
     return 0
 
 
+def _page(args: argparse.Namespace) -> str:
+    """What the replicas' pages are: a vLLM version, "sglang" or "mixed"."""
+    return args.vllm_version if args.engine == "vllm" else str(args.engine)
+
+
 def _fail(message: str) -> int:
     print(f"phasewatch sim: error: {message}", file=sys.stderr)
     return 2
@@ -295,7 +313,7 @@ def _record(args: argparse.Namespace, sc: Any) -> int:
     start = DEFAULT_EPOCH if args.start is None else args.start
     try:
         out = record(
-            sc, args.record, args.duration, args.seed, version=args.vllm_version, start_unix=start
+            sc, args.record, args.duration, args.seed, version=_page(args), start_unix=start
         )
     except OSError as exc:
         return _fail(f"cannot write the recording to {args.record}: {exc}")
@@ -327,7 +345,7 @@ def _serve(args: argparse.Namespace, sc: Any, own: dict[int, Any]) -> int:
             args.port,
             args.replicas,
             args.seed,
-            version=args.vllm_version,
+            version=_page(args),
             host=args.host,
             speed=args.speed,
             engines=args.engines,

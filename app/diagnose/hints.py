@@ -37,6 +37,7 @@ formatting, readings) is ``hintkit``.
 from __future__ import annotations
 
 from app.diagnose.config import DiagnosisConfig, Slo
+from app.diagnose.engine_flags import for_engine
 from app.diagnose.facts import Facts
 from app.diagnose.frontend_hints import (
     check_metrics,
@@ -431,14 +432,19 @@ def rank_hints(
         made = spec.build(ctx)
         if made is None or not made.evidence:
             continue
-        hint = Hint(
-            spec.id,
-            spec.title,
-            made.action,
-            f"{made.evidence} — {spec.why}",
-            made.evidence,
-            made.setting,
+        hint = for_engine(
+            Hint(
+                spec.id,
+                spec.title,
+                made.action,
+                f"{made.evidence} — {spec.why}",
+                made.evidence,
+                made.setting,
+            ),
+            ctx.server.engine,
         )
+        if hint is None:
+            continue  # the engine lacks the lever (app.diagnose.engine_flags)
         first = 0 if _addresses(spec, lead) else 1
         scored.append((first, 0 if made.promoted else 1, base, order, hint))
     return tuple(s[-1] for s in sorted(scored, key=lambda s: s[:4]))

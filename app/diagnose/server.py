@@ -194,6 +194,8 @@ class ServerView:
     device: str | None = None
     memory_gb: float | None = None
     notes: tuple[str, ...] = ()
+    # Whose server: "vllm" or "sglang" (the stream's page; the hints' words follow it).
+    engine: str = "vllm"
 
     @property
     def pool_tokens(self) -> int | None:
@@ -223,6 +225,7 @@ class ServerView:
         out: dict[str, Any] = {s.name: s.to_dict() for s in self.settings()}
         out["model"] = self.model
         out["device"] = self.device
+        out["engine"] = self.engine
         out["notes"] = list(self.notes)
         return out
 
@@ -292,7 +295,7 @@ def resolve(settings: ServerSettings, info: Mapping[str, str] | None = None) -> 
         tokens_basis = f"{tokens} on {what}"
     page_caching = _page_bool(page, "enable_prefix_caching")
     page_dtype = page.get("cache_dtype") or None
-    return ServerView(
+    view = ServerView(
         max_num_seqs=_pick("max_num_seqs", None, settings.max_num_seqs, seqs, seqs_basis, notes),
         max_num_batched_tokens=_pick(
             "max_num_batched_tokens",
@@ -346,4 +349,35 @@ def resolve(settings: ServerSettings, info: Mapping[str, str] | None = None) -> 
         device=settings.device,
         memory_gb=device_memory_gb(settings.device),
         notes=tuple(notes),
+    )
+    return _sglang(view, settings) if page.get("engine_kind") == "sglang" else view
+
+
+def _sglang(view: ServerView, settings: ServerSettings) -> ServerView:
+    """An SGLang server's view: no vLLM default assumed where SGLang's differs (it sizes
+    ``--max-running-requests``, ``--chunked-prefill-size`` and ``--mem-fraction-static``
+    from the GPU and the pool, and shows none of them on its page); its radix cache is
+    on unless disabled, its page size 1. The settings keep vLLM's names
+    (``max_num_seqs`` stands for ``--max-running-requests``: ``docs/sglang.md``)."""
+    notes: list[str] = []
+    s = settings
+    return replace(
+        view,
+        engine="sglang",
+        max_num_seqs=_pick("max_num_seqs", None, s.max_num_seqs, None, "", notes),
+        max_num_batched_tokens=_pick(
+            "max_num_batched_tokens", None, s.max_num_batched_tokens, None, "", notes
+        ),
+        gpu_memory_utilization=_pick(
+            "gpu_memory_utilization", None, s.gpu_memory_utilization, None, "", notes
+        ),
+        block_size=_pick("block_size", None, s.block_size, 1, "1 (SGLang's page size)", notes),
+        enable_prefix_caching=_pick(
+            "enable_prefix_caching",
+            None,
+            s.enable_prefix_caching,
+            True,
+            "SGLang's radix cache, on unless --disable-radix-cache",
+            notes,
+        ),
     )

@@ -379,10 +379,12 @@ class Replica:
 
     def _decode_outputs(self, t0: float, t1: float, mixed: bool, finished: list[Request]) -> int:
         """The decodes' tokens: one each (plus accepted drafts); returns how many. Gaps
-        that started at the previous step end are equal (observed at once)."""
+        that started at the previous step end are equal (observed at once). SGLang
+        observes a step of n tokens as n gaps of a n-th of it (its ITL is per token)."""
         sched = self.sched
         truth = self.truth
         itl = self.metrics.itl
+        per_token = self.version == "sglang"
         same = 0
         generated = len(sched.dec)
         for r in sched.dec:
@@ -394,7 +396,11 @@ class Replica:
             r.ncomp += n
             r.nout += n
             lt = r.last_token
-            if lt == t0:
+            if per_token and n > 1:
+                gap = t1 - lt
+                itl.observe_n(gap / n, n)
+                truth.itl(gap, 1, False, mixed)
+            elif lt == t0:
                 same += 1
             else:
                 gap = t1 - lt

@@ -13,15 +13,19 @@ from __future__ import annotations
 
 from app.sim.connector import KV_FETCH_HELP, connector_families
 from app.sim.engine import Replica
+from app.sim.families_sglang import sglang_families
 from app.sim.families_v0 import v0_families
 from app.sim.family_parts import Child, Family, Source, Value, const, reader
 from app.sim.metrics import REJECTION_REASONS, SUCCESS_REASONS, Hist, MetricState
 
 
 def families(src: Source, version: str, model_name: str) -> list[Family]:
-    """The families of ``version`` in the order vLLM registers them."""
+    """The families of ``version`` in the order vLLM registers them ("sglang": SGLang's
+    families, ``app.sim.families_sglang``)."""
     if version == "0.6":
         return v0_families(src, model_name)
+    if version == "sglang":
+        return sglang_families(src, model_name)
     v10 = version == "0.10"
     page = _Page({"engine": "0", "model_name": model_name})
     _spec_decode(page, src.m)

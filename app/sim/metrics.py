@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
+from app.sim.sglang_buckets import SGLANG_E2E, SGLANG_ITL, SGLANG_QUEUE, SGLANG_TTFT
+
 TIME_TO_FIRST_TOKEN_BUCKETS = (
     0.001,
     0.005,
@@ -104,6 +106,8 @@ V0_TPOT_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75
 V0_E2E_BUCKETS = (1.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
 
 VERSIONS = ("0.33", "0.10", "0.6")
+# What a replica's page can be: one of vLLM's VERSIONS, or SGLang's (``--engine sglang``).
+PAGE_KINDS = (*VERSIONS, "sglang")
 
 
 def build_1_2_5_buckets(max_value: int) -> tuple[int, ...]:
@@ -157,7 +161,7 @@ class MetricState:
     """Cumulative counters and histograms of one replica, in vLLM's units."""
 
     def __init__(self, version: str, max_model_len: int, spec_tokens: int = 0) -> None:
-        if version not in VERSIONS:
+        if version not in PAGE_KINDS:
             raise ValueError(f"unknown vLLM version {version!r}")
         self.version = version
         v0 = version == "0.6"
@@ -167,6 +171,11 @@ class MetricState:
         self.e2e = Hist(V0_E2E_BUCKETS if v0 else REQUEST_LATENCY_BUCKETS)
         self.tpot = Hist(INTER_TOKEN_LATENCY_BUCKETS)
         self.queue = Hist(REQUEST_LATENCY_BUCKETS)
+        if version == "sglang":  # the same observations in SGLang's bucket layouts
+            self.ttft = Hist(SGLANG_TTFT)
+            self.itl = Hist(SGLANG_ITL)
+            self.e2e = Hist(SGLANG_E2E)
+            self.queue = Hist(SGLANG_QUEUE)
         self.inference = Hist(REQUEST_LATENCY_BUCKETS)
         self.prefill = Hist(REQUEST_LATENCY_BUCKETS)
         self.decode = Hist(REQUEST_LATENCY_BUCKETS)

@@ -59,7 +59,10 @@ class _Engine:
             )
 
         self.replica = Replica(
-            scenario, seed=sim.seed + 7919 * index, version=sim.version, on_interval=keep
+            scenario,
+            seed=sim.seed + 7919 * index,
+            version=page_of(sim.version, index),
+            on_interval=keep,
         )
         self.writer = TextWriter(replica_families(self.replica), created_ts=sim.start_unix)
         self.model_label = f'model_name="{self.replica.config.served_model_name}"'.encode()
@@ -73,6 +76,14 @@ class _Engine:
                 self.replica.advance_to(t)
                 self.page, self.page_at = self.writer.render(), t
             return self.page
+
+
+def page_of(version: str, index: int) -> str:
+    """The page engine ``index`` prints: ``version``, or for "mixed" (a fleet of both
+    engines) vLLM's newest on even engines and SGLang's on odd ones."""
+    if version != "mixed":
+        return version
+    return "sglang" if index % 2 else "0.33"
 
 
 class _Slot:

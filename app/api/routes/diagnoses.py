@@ -99,6 +99,8 @@ class ServerPublic(Answer):
     tensor_parallel_size: ServerSettingPublic
     model: str | None
     device: str | None
+    # Whose server ("vllm", "sglang": the stream's page); the hints name its flags.
+    engine: str = "vllm"
     notes: list[str]
 
 
