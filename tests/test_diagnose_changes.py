@@ -241,12 +241,12 @@ def test_the_summary_says_the_headline() -> None:
 
 def test_too_little_healthy_history_means_no_changes_and_says_so() -> None:
     d = with_changes(
-        diagnosis(), window_of(derived(prefix_cache_hit_rate=0.05)), Baseline(None, info(240.0))
+        diagnosis(), window_of(derived(prefix_cache_hit_rate=0.05)), Baseline(None, info(90.0))
     )
     assert d.changes == ()
     assert d.summary.endswith(
-        "no healthy baseline: 4 min of healthy windows in the hour before this began "
-        "(10 min needed)"
+        "no healthy baseline: 1.5 min of healthy windows in the hour before this began "
+        "(2 min needed for a short baseline, 10 for the full one)"
     )
     none = with_changes(diagnosis(), window_of(derived()), None, no_history="no store")
     assert none.changes == () and none.baseline is None
@@ -325,18 +325,22 @@ def test_merged_numbers_weigh_each_window_by_its_denominator() -> None:
     assert merge_derived([]).arrival_rate is None
 
 
-def test_assemble_needs_ten_healthy_minutes() -> None:
+def test_assemble_needs_ten_healthy_minutes_for_the_full_baseline() -> None:
     calls: list[tuple[float, float]] = []
 
     def window_at(a: float, b: float) -> Window:
         calls.append((a, b))
         return window_of(derived(), covered=b - a)
 
+    # 500 s: a short baseline (tests/test_baseline_short.py); the full one needs 600.
     short = assemble([(0.0, 300.0), (400.0, 600.0)], 700.0, window_at)
-    assert short.derived is None and short.info.healthy_s == 500.0 and not calls
+    assert short.derived is not None and short.info.healthy_s == 500.0 and short.info.short
+    calls.clear()
     enough = assemble([(0.0, 300.0), (400.0, 720.0)], 800.0, window_at)
-    assert enough.derived is not None and enough.info.enough
+    assert enough.derived is not None and enough.info.enough and not enough.info.short
     assert calls == [(0.0, 300.0), (400.0, 720.0)]
+    none = assemble([(0.0, 100.0)], 200.0, window_at, min_short=MIN_HEALTHY_S)
+    assert none.derived is None and not none.info.enough
 
 
 # -- replay, the service and diagnose URL, on a recording ------------------------------------

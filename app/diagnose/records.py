@@ -254,21 +254,59 @@ class Change:
         }
 
 
+# The least healthy data a short baseline needs (``app.diagnose.changes``): below the full
+# baseline's ``needed_s``, the healthy minutes just before a change still tell what moved.
+SHORT_BASELINE_S = 120.0
+
+
+def minutes(seconds: float) -> str:
+    """Whole minutes, or tenths below ten, never rounded up (9.75 min is "9.7", not
+    "10": a count said beside a need must not read as meeting it)."""
+    tenths = math.floor(seconds / 6.0 + 1e-9)
+    if tenths >= 100 or tenths % 10 == 0:
+        return f"{tenths // 10}"
+    return f"{tenths / 10:.1f}"
+
+
 @dataclass(frozen=True, slots=True)
 class BaselineInfo:
     """What a window was compared with: the healthy data of the hour before its run of
     problem windows began (``run_start``). ``healthy_s`` seconds of it were found between
-    ``start`` and ``end`` (None: none); below ``needed_s`` there is no baseline."""
+    ``start`` and ``end`` (None: none). ``needed_s`` is what the full baseline needs; from
+    ``short_s`` up to it the baseline is **short** (the healthy minutes just before the
+    change, labelled so); below ``short_s`` there is none."""
 
     run_start: float
     healthy_s: float
     needed_s: float
     start: float | None = None
     end: float | None = None
+    short_s: float = SHORT_BASELINE_S
 
     @property
     def enough(self) -> bool:
-        return self.healthy_s >= self.needed_s
+        """A baseline to compare with: the full one, or a short one."""
+        return self.healthy_s >= min(self.needed_s, self.short_s)
+
+    @property
+    def short(self) -> bool:
+        return self.enough and self.healthy_s < self.needed_s
+
+    @property
+    def label(self) -> str:
+        """ "the healthy baseline", or "short baseline: the 4 healthy minutes before"."""
+        if self.short:
+            return f"short baseline: the {minutes(self.healthy_s)} healthy minutes before"
+        return "the healthy baseline"
+
+    def lacking(self) -> str:
+        """Why there is no baseline (``enough`` false), one sentence that never reads as
+        meeting its own need."""
+        return (
+            f"no healthy baseline: {minutes(self.healthy_s)} min of healthy windows in the "
+            f"hour before this began ({minutes(self.short_s)} min needed for a short "
+            f"baseline, {minutes(self.needed_s)} for the full one)"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

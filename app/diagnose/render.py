@@ -27,12 +27,12 @@ def change_sentence(
     if baseline is None:
         return f"no baseline: {no_history or 'no history of the stream to compare with'}"
     if not baseline.enough:
-        return (
-            f"no healthy baseline: {baseline.healthy_s / 60:.0f} min of healthy windows in the "
-            f"hour before this began ({baseline.needed_s / 60:.0f} min needed)"
-        )
+        return baseline.lacking()
+    short = f" ({baseline.label})" if baseline.short else ""
     if changes and changes[0].share > 0:
-        return f"what changed: {changes[0].text()}"
+        return f"what changed{short}: {changes[0].text()}"
+    if baseline.short:
+        return f"no change since the {baseline.label} explains it"
     return "no change since the healthy baseline explains it"
 
 
@@ -68,7 +68,8 @@ def render(d: Diagnosis, *, verbose: bool = False) -> str:
         lines.append(f"   [{rule}]")
         lines += _evidence_lines(d.evidence, rule)
     if d.changes:
-        lines.append("  what changed (against the healthy baseline, most of the symptom first):")
+        against = "the healthy baseline" if d.baseline is None else d.baseline.label
+        lines.append(f"  what changed (against {against}, most of the symptom first):")
         for c in d.changes:
             share = f"explains {c.share:.0%}" if c.share > 0 else "explains none of it"
             lines.append(f"    - {c.text()} ({share})")

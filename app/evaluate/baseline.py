@@ -2,10 +2,12 @@
 
 A problem window is compared (``app.diagnose.changes``) with the windows of its stream
 classed **healthy in the hour before the current run of problem windows began**, at
-least ``MIN_HEALTHY_S`` of them. The run is the problem windows back to the last
-healthy or idle one (an ``insufficient_data`` window in between does not end it: a
-failed scrape is no recovery); it began at the end of its first problem window, so every
-window of one incident is compared with the same baseline.
+least ``MIN_HEALTHY_S`` of them — or, until the stream has that much (its first
+incident), at least ``MIN_SHORT_S``: a short baseline, labelled so. The run is the
+problem windows back to the last healthy or idle one (an ``insufficient_data`` window
+in between does not end it: a failed scrape is no recovery); it began at the end of its
+first problem window, so every window of one incident is compared with the same
+baseline.
 
 Which data counts as healthy: the spans of the healthy windows ending in the hour before
 the run began, less every span a window of another class covered (overlapping windows
@@ -40,7 +42,14 @@ from urllib.parse import urlsplit
 
 from app.config import Settings
 from app.diagnose import DEFAULT_CONFIG, Diagnosis, DiagnosisClass, DiagnosisConfig, diagnose
-from app.diagnose.changes import COMPARED, LOOKBACK_S, MIN_HEALTHY_S, Baseline, with_changes
+from app.diagnose.changes import (
+    COMPARED,
+    LOOKBACK_S,
+    MIN_HEALTHY_S,
+    MIN_SHORT_S,
+    Baseline,
+    with_changes,
+)
 from app.diagnose.classify import with_baseline
 from app.diagnose.records import BaselineInfo
 from app.model import Derived, IntervalDelta, Window
@@ -185,9 +194,13 @@ def assemble(
     window_of: WindowOf,
     *,
     min_healthy: float = MIN_HEALTHY_S,
+    min_short: float = MIN_SHORT_S,
 ) -> Baseline:
     """The baseline of a run from its healthy spans: their numbers when they add up to
-    ``min_healthy`` seconds, else none (the info says how much there was)."""
+    ``min_healthy`` seconds, or — the stream's first incident — to ``min_short`` (a short
+    baseline, ``BaselineInfo.short``: the healthy minutes just before the change); else
+    none (the info says how much there was). The one rule of replay, the service,
+    ``diagnose URL`` and the pages."""
     healthy = math.fsum(b - a for a, b in spans)
     info = BaselineInfo(
         run_start=run_start,
@@ -195,8 +208,9 @@ def assemble(
         needed_s=min_healthy,
         start=spans[0][0] if spans else None,
         end=spans[-1][1] if spans else None,
+        short_s=min_short,
     )
-    if healthy < min_healthy:
+    if not info.enough:
         return Baseline(None, info)
     got = [w for a, b in spans if (w := window_of(a, b)) is not None and w.intervals > 0]
     if not got:

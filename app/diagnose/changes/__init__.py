@@ -2,8 +2,9 @@
 
 :func:`rank` compares the derived numbers of the current window (``Window.derived``)
 with those of the stream's baseline — the windows classed healthy in the hour before the
-current run of problem windows began, at least :data:`MIN_HEALTHY_S` of them, assembled
-by ``app.evaluate.baseline`` — and ranks the signals that moved by **how much of the
+current run of problem windows began, at least :data:`MIN_HEALTHY_S` of them (until a
+stream has that much, a short baseline of at least :data:`MIN_SHORT_S`), assembled by
+``app.evaluate.baseline`` — and ranks the signals that moved by **how much of the
 symptom each explains under the physics** (``docs/concepts.md``), not by raw ratio.
 
 Each symptom is modelled as a product of the signals that drive it, so its growth in
@@ -26,6 +27,7 @@ from __future__ import annotations
 from app.diagnose.changes.attach import (
     LOOKBACK_S,
     MIN_HEALTHY_S,
+    MIN_SHORT_S,
     Baseline,
     change_of,
     with_changes,
@@ -38,6 +40,7 @@ __all__ = [
     "COMPARED",
     "LOOKBACK_S",
     "MIN_HEALTHY_S",
+    "MIN_SHORT_S",
     "NOISE",
     "SIGNALS",
     "Baseline",

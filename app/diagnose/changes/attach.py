@@ -15,17 +15,28 @@ from app.diagnose.changes.rank import rank
 from app.diagnose.classify import with_changed_hints
 from app.diagnose.config import DiagnosisConfig
 from app.diagnose.hints import reorder
-from app.diagnose.records import BaselineInfo, Change, Diagnosis
+from app.diagnose.records import SHORT_BASELINE_S, BaselineInfo, Change, Diagnosis
 from app.diagnose.render import change_sentence
 from app.model import Derived, Window
 from app.windows.probefacts import is_probe_window
 
-__all__ = ["LOOKBACK_S", "MIN_HEALTHY_S", "Baseline", "change_of", "with_changes"]
+__all__ = [
+    "LOOKBACK_S",
+    "MIN_HEALTHY_S",
+    "MIN_SHORT_S",
+    "Baseline",
+    "change_of",
+    "with_changes",
+]
 
 # The baseline: healthy windows of the hour before the run began, at least 10 minutes of
-# them (a few minutes of healthy traffic is one burst, not a reference).
+# them (a few minutes of healthy traffic is one burst, not a reference). Until a stream
+# has that much — its first incident — the healthy minutes just before the change, at
+# least 2 of them, are a **short** baseline, labelled so ("short baseline: the 4 healthy
+# minutes before"): a surge 5 minutes after a start still says what rose.
 LOOKBACK_S = 3600.0
 MIN_HEALTHY_S = 600.0
+MIN_SHORT_S = SHORT_BASELINE_S
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +104,15 @@ def change_of(payload: Mapping[str, Any]) -> str | None:
     base = payload.get("baseline")
     info = None
     if isinstance(base, Mapping):
+        needed = _float(base.get("needed_s")) or MIN_HEALTHY_S
         info = BaselineInfo(
             run_start=_float(base.get("run_start")) or 0.0,
             healthy_s=_float(base.get("healthy_s")) or 0.0,
-            needed_s=_float(base.get("needed_s")) or MIN_HEALTHY_S,
+            needed_s=needed,
             start=_float(base.get("start")),
             end=_float(base.get("end")),
+            # A row that had no baseline keeps none (stored before short baselines).
+            short_s=MIN_SHORT_S if base.get("enough", True) else needed,
         )
     changes = []
     for c in payload.get("changes") or []:
