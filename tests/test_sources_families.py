@@ -28,15 +28,22 @@ def _names() -> list[str]:
                 base = family.partition("{")[0]
                 parts = ["_bucket", "_sum", "_count"] if table is HISTOGRAM_SOURCES else [""]
                 out += [base + p for p in parts]
-    return [*out, "vllm:request_success_total", "vllm:cache_config_info"]
+    return [
+        *out,
+        "vllm:request_success_total",
+        "vllm:cache_config_info",
+        "sglang:num_requests_total",
+    ]
 
 
 def test_each_name_read_is_in_exactly_one_family_query() -> None:
     families = [re.compile(rx) for rx in family_regexes()]
-    assert len(families) == len({f for fs in HISTOGRAM_SOURCES.values() for f in fs}) + 1
+    # One per histogram family, then one per engine (vLLM, SGLang) of the others.
+    assert len(families) == len({f for fs in HISTOGRAM_SOURCES.values() for f in fs}) + 2
     every = re.compile(name_regex())
     for name in _names():
-        for spelling in (name, "vllm_" + name[5:]):
+        engine, _, rest = name.partition(":")
+        for spelling in (name, f"{engine}_{rest}"):
             assert sum(bool(f.fullmatch(spelling)) for f in families) == 1, spelling
             assert every.fullmatch(spelling)
 

@@ -49,9 +49,12 @@ def test_name_regex_reads_every_normalised_family_in_both_spellings() -> None:
                 if table is HISTOGRAM_SOURCES:
                     names = [f"{family}_bucket", f"{family}_sum", f"{family}_count"]
                 for name in names:
+                    engine, _, rest = name.partition(":")
                     assert regex.fullmatch(name), name
-                    assert regex.fullmatch("vllm_" + name[5:]), name
+                    assert regex.fullmatch(f"{engine}_{rest}"), name
     assert regex.fullmatch("vllm:request_success_total")
+    assert regex.fullmatch("sglang_num_requests_total")
+    assert not regex.fullmatch("sglang:time_to_first_token_seconds")
     assert not regex.fullmatch("vllm:time_to_first_token_seconds")  # the bare family
     assert not regex.fullmatch("http_requests_total")
 
@@ -59,6 +62,7 @@ def test_name_regex_reads_every_normalised_family_in_both_spellings() -> None:
 def test_canonical_name_turns_openmetrics_spelling_back() -> None:
     assert canonical_name("vllm_num_requests_waiting") == "vllm:num_requests_waiting"
     assert canonical_name("vllm:num_requests_waiting") == "vllm:num_requests_waiting"
+    assert canonical_name("sglang_num_queue_reqs") == "sglang:num_queue_reqs"
 
 
 def test_selector_matchers_are_parsed_and_combined() -> None:

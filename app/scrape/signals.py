@@ -51,6 +51,7 @@ __all__ = [
     "LGAUGE",
     "OPTIONAL_SIGNALS",
     "SGLANG",
+    "SGLANG_FINISHED_FAMILY",
     "VLLM",
     "Spec",
     "engine_kind_of",

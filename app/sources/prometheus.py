@@ -13,11 +13,12 @@ bucket whenever a bucket starts at 0). Each set of samples that share a timestam
 "page".
 
 **One query per metric family, for every target.** A round asks for each histogram
-family on its own and for the gauges and counters together
-(:func:`app.sources.prompages.family_regexes`: 16 queries and ``up``), every target in
-each, ``QUERY_CONCURRENCY`` in flight; each answer becomes samples as it arrives
-(:class:`~app.sources.prompages.PageSet`). The number of queries does not grow with the
-targets, and the largest answer held is one family of the fleet, not all of it.
+family on its own and for each engine's gauges and counters together
+(:func:`app.sources.prompages.family_regexes`: vLLM's 16 queries, SGLang's 8, and
+``up``), every target in each, ``QUERY_CONCURRENCY`` in flight; each answer becomes
+samples as it arrives (:class:`~app.sources.prompages.PageSet`). The number of queries
+does not grow with the targets, and the largest answer held is one family of the fleet,
+not all of it.
 
 **Two ways to read** (``source.mode``):
 

@@ -11,6 +11,8 @@ timestamp form one "page", as one scrape would.
 
 Where a target has a series in both spellings, ``vllm:`` wins over ``vllm_`` (both
 spellings of a name come in the same answer, so each answer is decided on its own).
+SGLang's families (``sglang:``/``sglang_``, ``docs/sglang.md``) are read the same way:
+one query per histogram family, one for its gauges and counters.
 
 A round builds a sample object for every point of every series — a million or more at
 a few thousand streams, all alive until the round is stored — and the cyclic garbage
@@ -36,6 +38,7 @@ from app.scrape.signals import (
     FINISHED_FAMILY,
     GAUGE_SOURCES,
     HISTOGRAM_SOURCES,
+    SGLANG_FINISHED_FAMILY,
 )
 from app.sources.promapi import Series
 
@@ -49,6 +52,8 @@ __all__ = [
     "target_name",
 ]
 
+_COLON = ("vllm:", "sglang:")
+_READ = (*_COLON, "vllm_", "sglang_")
 # target → timestamp → the samples of that page
 Pages = dict[str, dict[float, list[Sample]]]
 Labels = tuple[tuple[str, str], ...]
@@ -62,20 +67,37 @@ def _scalar_names() -> list[str]:
     for table in (GAUGE_SOURCES, COUNTER_SOURCES):
         for families in table.values():
             names += [f.partition("{")[0] for f in families]
-    return [*names, FINISHED_FAMILY, CACHE_CONFIG_FAMILY]
+    return [*names, FINISHED_FAMILY, CACHE_CONFIG_FAMILY, SGLANG_FINISHED_FAMILY]
+
+
+# The engines whose names are read, as their names start (``vllm:x``, ``sglang:x``).
+_ENGINES = ("vllm", "sglang")
+
+
+def _by_engine(names: Iterable[str]) -> list[tuple[str, list[str]]]:
+    """``names`` split by their engine's prefix (vLLM's first), the prefix cut off."""
+    split: dict[str, list[str]] = {}
+    for name in names:
+        engine, _, rest = name.partition(":")
+        split.setdefault(engine, []).append(rest)
+    return sorted(split.items(), key=lambda item: _ENGINES.index(item[0]))
 
 
 def _alternatives(names: Iterable[str]) -> str:
-    return "|".join(re.escape(n) for n in sorted({n.removeprefix("vllm:") for n in names}))
+    return "|".join(re.escape(n) for n in sorted(set(names)))
 
 
 def family_regexes() -> list[str]:
     """RE2 regexes (anchored by Prometheus) of the names to read, both spellings: one
-    per histogram family (its buckets, sum and count), then one of every gauge, counter
-    and info series together (a few series per stream each)."""
+    per histogram family (its buckets, sum and count), then, per engine, one of every
+    gauge, counter and info series together (a few series per stream each)."""
     histograms = sorted({f for families in HISTOGRAM_SOURCES.values() for f in families})
-    out = [f"vllm[:_]{re.escape(f.removeprefix('vllm:'))}_(bucket|sum|count)" for f in histograms]
-    out.append(f"vllm[:_]({_alternatives(_scalar_names())})")
+    out = [
+        f"{engine}[:_]{re.escape(rest)}_(bucket|sum|count)"
+        for engine, rests in _by_engine(histograms)
+        for rest in rests
+    ]
+    out += [f"{e}[:_]({_alternatives(rests)})" for e, rests in _by_engine(_scalar_names())]
     return out
 
 
@@ -87,7 +109,8 @@ def name_regex() -> str:
         for f in families
         for part in ("bucket", "sum", "count")
     ]
-    return f"vllm[:_]({_alternatives([*names, *_scalar_names()])})"
+    engines = _by_engine([*names, *_scalar_names()])
+    return "|".join(f"{engine}[:_]({_alternatives(rests)})" for engine, rests in engines)
 
 
 @contextmanager
@@ -104,8 +127,13 @@ def gc_paused() -> Iterator[None]:
 
 
 def canonical_name(name: str) -> str:
-    """``vllm_x`` → ``vllm:x`` (the exposed name); other names unchanged."""
-    return "vllm:" + name[5:] if name.startswith("vllm_") else name
+    """``vllm_x`` → ``vllm:x``, ``sglang_x`` → ``sglang:x`` (the exposed names); other
+    names unchanged."""
+    if name.startswith("vllm_"):
+        return "vllm:" + name[5:]
+    if name.startswith("sglang_"):
+        return "sglang:" + name[7:]
+    return name
 
 
 def target_name(value: str) -> str:
@@ -159,7 +187,7 @@ class PageSet:
         chosen: dict[tuple[str, str, Labels], tuple[bool, list[Sequence[Any]]]] = {}
         for metric, points in series:
             raw = metric.get("__name__", "")
-            if not raw.startswith(("vllm:", "vllm_")):
+            if not raw.startswith(_READ):
                 continue
             rest = dict(metric)
             del rest["__name__"]
@@ -171,7 +199,7 @@ class PageSet:
             # normaliser reads labels by name, and one answer's series agree on the order.
             labels = tuple([pairs.setdefault(kv, kv) for kv in rest.items()])
             key = (target, canonical_name(raw), labels)
-            colon = raw[4] == ":"
+            colon = raw.startswith(_COLON)
             have = chosen.get(key)
             if have is None or (colon and not have[0]):
                 chosen[key] = (colon, [points])
