@@ -133,10 +133,12 @@ def declares_change(name: str) -> bool:
 
 def runs_of(name: str, quick: bool) -> list[Run]:
     """The variations a scenario runs: all of them, or only the default for a scenario
-    that declares its change (tuned to its setup, with its own baseline) or is a P/D
-    fleet."""
-    if name in available_pd() or declares_change(name):
+    that declares its change (tuned to its setup, with its own baseline; and SGLang's
+    pages of it) or is a P/D fleet."""
+    if name in available_pd():
         return [Run("", 0, "default")]
+    if declares_change(name):
+        return [Run("", 0, "default"), Run("", 0, "sglang", version="sglang")]
     return variations(quick)
 
 

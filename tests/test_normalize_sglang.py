@@ -49,6 +49,8 @@ def test_newest_release_maps_each_family() -> None:
     assert stream.counters["prefix_hits"] == 204800.0  # cached_tokens_total
     assert stream.counters["finished:any"] == 1100.0  # num_requests_total, no reason
     assert {"ttft", "itl", "e2e", "queue_time"} <= set(stream.histograms)
+    # --collect-tokens-histogram
+    assert stream.histograms["prompt_len"].count == stream.histograms["gen_len"].count == 3.0
     itl = stream.histograms["itl"]
     assert itl.bounds == ITL_BOUNDS
     # SGLang counts tokens into the bucket and the interval into _sum.

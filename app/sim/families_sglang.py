@@ -11,8 +11,9 @@ What the simulator keeps in vLLM's terms is said in SGLang's: the KV pool's shar
 is ``token_usage`` (and ``num_used_tokens`` of ``max_total_num_tokens``), preemptions are
 retractions, finished requests are counted without a reason (``num_requests_total``),
 cached prompt tokens appear once there is one (SGLang creates that child on its first
-hit). ``cache_hit_rate`` is the replica's hit rate so far (SGLang's is the last logged
-batch's; phasewatch reads neither).
+hit). The page is that of a server run with ``--collect-tokens-histogram`` (the prompt
+and generation length histograms). ``cache_hit_rate`` is the replica's hit rate so far
+(SGLang's is the last logged batch's; phasewatch reads neither).
 """
 
 from __future__ import annotations
@@ -127,6 +128,23 @@ def _tokenizer(out: list[Family], m: MetricState, labels: dict[str, str]) -> Non
             "Number of requests aborted.",
             labels,
             lambda: m.success["abort"],
+        )
+    )
+    # As with --collect-tokens-histogram.
+    out.append(
+        _hist(
+            "sglang:prompt_tokens_histogram",
+            "Histogram of prompt token length.",
+            labels,
+            m.req_prompt_tokens,
+        )
+    )
+    out.append(
+        _hist(
+            "sglang:generation_tokens_histogram",
+            "Histogram of generation token length.",
+            labels,
+            m.req_gen_tokens,
         )
     )
     for name, help_, h in (

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from bisect import bisect_left
 
-from app.sim.sglang_buckets import SGLANG_E2E, SGLANG_ITL, SGLANG_QUEUE, SGLANG_TTFT
+from app.sim.sglang_buckets import (
+    SGLANG_E2E,
+    SGLANG_ITL,
+    SGLANG_QUEUE,
+    SGLANG_TOKENS,
+    SGLANG_TTFT,
+)
 
 TIME_TO_FIRST_TOKEN_BUCKETS = (
     0.001,
@@ -179,8 +185,9 @@ class MetricState:
         self.inference = Hist(REQUEST_LATENCY_BUCKETS)
         self.prefill = Hist(REQUEST_LATENCY_BUCKETS)
         self.decode = Hist(REQUEST_LATENCY_BUCKETS)
-        self.req_prompt_tokens = Hist(tokens)
-        self.req_gen_tokens = Hist(tokens)
+        lengths: tuple[float, ...] = SGLANG_TOKENS if version == "sglang" else tokens
+        self.req_prompt_tokens = Hist(lengths)
+        self.req_gen_tokens = Hist(lengths)
         self.req_max_gen_tokens = Hist(tokens)
         self.req_params_max_tokens = Hist(tokens)
         self.req_prefill_kv_computed = Hist(tokens)

@@ -3,7 +3,7 @@ commit read: ``docs/sglang.md``), for the simulator's SGLang pages."""
 
 from __future__ import annotations
 
-__all__ = ["SGLANG_E2E", "SGLANG_ITL", "SGLANG_QUEUE", "SGLANG_TTFT"]
+__all__ = ["SGLANG_E2E", "SGLANG_ITL", "SGLANG_QUEUE", "SGLANG_TOKENS", "SGLANG_TTFT"]
 
 # TokenizerMetricsCollector's defaults (--bucket-time-to-first-token etc. unset).
 SGLANG_TTFT: tuple[float, ...] = (
@@ -86,3 +86,8 @@ SGLANG_QUEUE: tuple[float, ...] = (
 )
 SGLANG_QUEUE += (100, 200, 300, 400, 500, 600, 700, 800, 900, 1000, 1200, 1400, 1600, 1800)
 SGLANG_QUEUE += (2000, 2500, 3000)
+
+# The prompt and generation token histograms' (``--collect-tokens-histogram``).
+SGLANG_TOKENS: tuple[float, ...] = (100, 300, 500, 700, 1000, 1500, 2000, 3000, 4000, 5000)
+SGLANG_TOKENS += (6000, 7000, 8000, 9000, 10000, 12000, 15000, 20000, 22000, 25000, 30000)
+SGLANG_TOKENS += (35000, 40000, 66000, 99000, 132000, 300000, 600000, 900000, 1100000)
