@@ -78,9 +78,11 @@ def test_both_engines_show_the_same_replica_state() -> None:
         assert s.counters[signal] == v.counters[signal], signal
     # SGLang prints cached tokens from the first hit on.
     assert s.counters.get("prefix_hits", 0.0) == v.counters["prefix_hits"]
-    for signal in ("ttft", "itl", "e2e", "queue_time"):
+    for signal in ("ttft", "itl", "e2e"):
         assert s.histograms[signal].count == v.histograms[signal].count, signal
         assert s.histograms[signal].sum == pytest.approx(v.histograms[signal].sum), signal
+    # SGLang observes the queue time at admission, vLLM at the finish.
+    assert s.histograms["queue_time"].count >= v.histograms["queue_time"].count
     assert s.counters["finished:any"] == sum(
         value for key, value in v.counters.items() if key.startswith("finished:")
     )

@@ -11,7 +11,8 @@ Everything here is a plain reading of the window, with two derived quantities:
   The ``queue_time`` histogram (vLLM ≥ 0.7) is observed only when a request *finishes*
   (docs/vllm-signals.md, "When vLLM observes"), so it describes requests admitted up to
   a whole generation earlier; it is the last fallback, and ``queue_time_share`` shows it
-  beside the estimate.
+  beside the estimate. SGLang observes its ``queue_time_seconds`` when a request is
+  admitted, and has no prefill-time histogram: on its streams the queue time comes first.
 * **computed prompt tokens** — prompt tokens × (1 − prefix-cache hit ratio): the prefill
   work actually done.
 
@@ -222,6 +223,11 @@ def _queue_share(
     if ttft_mean is None or ttft_mean <= 0:
         return None, None, None
     covered = window.covered or (window.end - window.start)
+    if window.info.get("engine_kind") == "sglang" and _mean(window, "prefill_time") is None:
+        # SGLang observes the queue time at admission, not at the finish: timely.
+        queue_mean = _mean(window, "queue_time")
+        if queue_mean is not None:
+            return min(1.0, queue_mean / ttft_mean), queue_mean, "queue_time"
     if waiting_avg is not None and covered > 0 and ttft_n > 0:
         rate = ttft_n / covered
         wait = waiting_avg / rate

@@ -15,7 +15,10 @@ Faults (``faults:`` of a scenario): ``slowdown`` stretches every step; ``hang`` 
 engine core after the step in flight. While it hangs nothing is scheduled, generated or
 finished, and arrivals wait in front of the engine (its input is not read while it is
 stuck), so the scheduler's gauges keep the values of the last step — as a hung vLLM
-engine core's do, since they are set from its outputs.
+engine core's do, since they are set from its outputs. With ``hang_admits`` the arrivals
+still enter the waiting queue while nothing runs (a scheduler that keeps admitting while
+its executor hangs, a front end that counts them): the waiting gauge climbs through the
+hang, and still nothing progresses.
 """
 
 from __future__ import annotations
@@ -120,7 +123,8 @@ class Replica:
         """Admit into the waiting queue every request that arrived by ``t`` (into the
         inbox while the engine hangs; the inbox first once it runs again)."""
         sched = self.sched
-        hung = self.cfg.faults.hang
+        faults = self.cfg.faults
+        hung = faults.hang and not faults.hang_admits  # arrivals held in the inbox
         if self.inbox and not hung:
             for r in self.inbox:
                 if sched.max_queued is not None and len(sched.waiting) >= sched.max_queued:
@@ -186,7 +190,7 @@ class Replica:
             r.ready = max(r.arrival, ready)
         r.external = external
         self.truth.arrival(r)
-        if self.cfg.faults.hang:
+        if self.cfg.faults.hang and not self.cfg.faults.hang_admits:
             self.inbox.append(r)  # a hung core does not read its input (module docstring)
         else:
             self.sched.waiting.append(r)
@@ -265,8 +269,8 @@ class Replica:
 
     def _hang(self, end: float) -> None:
         """Let sim time pass up to ``end`` with the engine core stuck (module docstring):
-        arrivals go to the inbox, and the truth counts the time as stalled while any
-        request is in the system."""
+        arrivals go to the inbox (to the waiting queue with ``hang_admits``), and the
+        truth counts the time as stalled while any request is in the system."""
         sched = self.sched
         usage = sched.usage
         running = len(sched.running)
@@ -292,6 +296,8 @@ class Replica:
         if sched.admitted:
             bs = sched.bs
             for r, hit in sched.admitted:
+                if self.version == "sglang" and r.first_sched == self.now:
+                    m.queue.observe(r.first_sched - r.queued)  # SGLang: at admission
                 tokens = r.prompt_len + r.nout
                 # KV brought by a transfer is the connector's hit, not the local cache's.
                 external = hit if r.external and hit == r.external else 0
@@ -485,8 +491,9 @@ class Replica:
         # V1 counts the queue from the engine core's QUEUED event, when it reads the
         # request between two steps: the wait for the step in flight at its arrival is in
         # neither the queue nor the prefill (docs/vllm-signals.md, "When vLLM observes").
-        # V0 from the arrival.
-        m.queue.observe(r.first_sched - (r.arrival if self.version == "0.6" else r.queued))
+        # V0 from the arrival. SGLang observes it at admission (``_start_step``).
+        if self.version != "sglang":
+            m.queue.observe(r.first_sched - (r.arrival if self.version == "0.6" else r.queued))
         self.step_wait_s += r.queued - r.arrival
         self.step_waits += 1
         m.prefill.observe(r.first_token - r.first_sched)
