@@ -82,12 +82,13 @@ def test_one_engine_step_is_progress():
     assert d.cls is not C.STALLED
 
 
-def test_gauges_that_moved_prove_the_engine_emits_outputs():
-    # vLLM sets the gauges from the engine's outputs: a step still in flight, not a hang.
+def test_gauges_that_moved_do_not_make_a_window_without_progress_less_of_a_stall():
+    # A scheduler that keeps admitting while its executor hangs moves them (issue #44):
+    # the rule reads progress, never the gauges' motion (tests/test_stall_rule.py).
     d = diagnose(_frozen(kv=(0.4, 0.5)))
-    assert d.cls is C.INSUFFICIENT_DATA
-    assert _ev(d, "stalled", "gauges_frozen").holds is False
-    assert "a step longer than the window" in d.summary
+    assert d.cls is C.STALLED
+    moved = _ev(d, "stalled", "gauges_moved")
+    assert (moved.value, moved.holds) == (1.0, None)
 
 
 def test_a_page_without_a_step_counter_is_judged_on_tokens_and_finishes():

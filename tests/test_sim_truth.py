@@ -136,6 +136,8 @@ def _windows(accts: list[Account], warmup: float = 60.0) -> Counter[str]:
 # Scenarios that start healthy and then change one thing (tests/test_sim_causes.py).
 CHANGES = {
     "hang",
+    "hang_admits",
+    "hang_after_long_step",
     "prefix_cache_collapse",
     "prompt_length_shift",
     "traffic_surge",

@@ -6,9 +6,10 @@ Order of decision:
    of it is covered, or too many scrapes failed. Rules that could still run are reported
    as secondary findings. Never healthy.
 2. **idle** — nothing running, waiting or finishing.
-3. The problem classes that hold, by precedence: **stalled** (requests in the engine,
-   no step, token or finish in the whole window: no load reading explains that, and the
-   gauges the other rules read are frozen, so they are not listed beside it), then
+3. The problem classes that hold, by precedence: **stalled** (requests present, no
+   step, token or finish in the whole window: no load reading explains that — whatever
+   the gauges do, nothing is served — so the load rules' readings are not listed beside
+   it), then
    **kv_pressure** (a full pool makes
    requests wait, which makes them queue: it explains the others), then **queue_bound**
    (requests had not started: capacity, not the model), then **prefill_bound** before
@@ -90,7 +91,7 @@ def diagnose(
     evidence = quality_ev + idle.evidence + tuple(e for r in results.values() for e in r.evidence)
     firing = [results[c] for c in _PRECEDENCE if results[c].holds]
     if firing and firing[0].cls is C.STALLED:
-        firing = firing[:1]  # frozen gauges: the load rules' findings are not findings
+        firing = firing[:1]  # nothing progresses: the load rules' findings are not findings
     notes = _notes(facts, config, slo, results, roof) + quality_notes + server.notes
     decision = _decide(facts, quality, idle, firing, judged, results, config, failed_scrapes)
     return assemble(
@@ -161,9 +162,9 @@ def _healthy_or_unknown(
 ) -> tuple[DiagnosisClass, str, float]:
     """Healthy needs every rule judged; an unjudgeable one names what is unknown.
 
-    Requests in the engine with no progress at all and frozen gauges are ``stalled`` (a
-    rule of its own); with gauges that moved (the core emits outputs: one step longer
-    than the window?) nothing was measured either, so they are not healthy.
+    Requests present with no progress at all are ``stalled`` (a rule of its own), unless
+    the window may be inside one step (``rules.stalled``: its healthy baseline's largest
+    steps take longer than the window): nothing was measured either, so not healthy.
     """
     unknown = sorted(
         {
@@ -177,6 +178,9 @@ def _healthy_or_unknown(
     if unknown:
         return C.INSUFFICIENT_DATA, f"Insufficient data: cannot judge {', '.join(unknown)}", 1.0
     progress = f.ttft_n + f.itl_n + f.step_n + (f.finished or 0.0) + (f.generation_tokens or 0.0)
+    stall = results[C.STALLED]
+    if progress == 0 and stall.summary.startswith("Insufficient data"):
+        return C.INSUFFICIENT_DATA, stall.summary, 1.0
     if progress == 0 and (f.running_avg or 0.0) >= 1:
         summary = (
             f"Insufficient data: {fmt_value(f.running_avg)} requests running on average but "
@@ -318,14 +322,19 @@ def with_baseline(
     The pipeline assembles a baseline only once a window is a problem (the baseline is
     the healthy data before the run began), so this re-runs the primary class's rule
     with it and replaces that rule's evidence, the sub-cause, the summary and the hints;
-    the class, findings and confidence stay. The SLOs are the ones ``d`` was judged
-    against; ``config`` gives the thresholds. Any other window, or no baseline: ``d``.
+    the class, findings and confidence stay — but a stall the baseline's steps explain
+    (one step may be longer than the window, ``rules.stalled``) is judged again. The
+    SLOs are the ones ``d`` was judged against; ``config`` gives the thresholds. Any
+    other window, or no baseline: ``d``.
     """
     if baseline is None or d.cls not in rules.PROBLEM_RULES or is_probe_window(window):
         return d
     facts = derive(window)
     slo = Slo(ttft_p99=d.slo_ttft_p99, itl_p99=d.slo_itl_p99)
     result = rules.PROBLEM_RULES[d.cls](rules.inputs(facts, config, slo, baseline))
+    if d.cls is C.STALLED and result.holds is False:
+        # The baseline's steps are longer than the window: it may be inside one step.
+        return diagnose(window, config, baseline=baseline)
     rule = str(d.cls)
     at = next((i for i, e in enumerate(d.evidence) if e.rule == rule), len(d.evidence))
     kept = [e for e in d.evidence if e.rule != rule]

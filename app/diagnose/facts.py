@@ -22,8 +22,8 @@ same names a baseline carries, so a rule can set the window beside its stream's 
 baseline. ``steps_counted`` says the page counts engine steps (the ``step_tokens``
 histogram, ``vllm:iteration_tokens_total``, is on it): then no step in a window is
 evidence, not absence. ``gauges_frozen``: every sample of the running, waiting and KV
-gauges in the window had the same value (average = maximum); vLLM sets them from the
-engine's outputs, so a gauge that moved proves the engine core emitted some.
+gauges in the window had the same value (average = maximum); shown beside a stall, never
+read by its rule (a scheduler that keeps admitting while its executor hangs moves them).
 
 A value is ``None`` when the signal is missing or had no observations; ``missing`` says
 which signals the window did not carry at all.
@@ -81,6 +81,10 @@ class Facts:
     waiting_avg: float | None
     waiting_max: float | None
     waiting_last: float | None
+    # The first sample of each in the window (None: not sampled; a hand-built window
+    # without it reads its average): requests present from the window's start.
+    running_first: float | None
+    waiting_first: float | None
     kv_avg: float | None
     kv_max: float | None
     preemptions: float | None
@@ -300,6 +304,8 @@ def derive(window: Window) -> Facts:
         waiting_avg=waiting.avg,
         waiting_max=waiting.max,
         waiting_last=waiting.last,
+        running_first=running.avg if running.first is None else running.first,
+        waiting_first=waiting.avg if waiting.first is None else waiting.first,
         kv_avg=kv.avg,
         kv_max=kv.max,
         preemptions=window.increases.get("preemptions"),

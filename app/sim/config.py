@@ -9,7 +9,7 @@ The mapping is what a scenario file holds (see ``docs/simulator.md``)::
     workload: {load: 0.4, classes: [...]}  # or rate: <req/s>
     slo: {ttft_s: 2.0, itl_s: 0.1}
     speculative: {num_speculative_tokens: 4, accept_prob: 0.8}   # optional
-    faults: {hang: false, slowdown: 1.0, frontend_delay_s: 0.0}      # optional
+    faults: {hang: false, hang_admits: false, slowdown: 1.0, frontend_delay_s: 0.0}  # optional
 
 ``workload.load`` is a rate relative to ``estimate_capacity`` (1.0 = the engine's estimated
 throughput limit), so a scenario keeps its character on another device or model size;
@@ -72,13 +72,16 @@ class Speculative:
 @dataclass(frozen=True, slots=True)
 class Faults:
     """What goes wrong that no vLLM flag says: a hung engine core (no step is
-    scheduled; arrivals wait in front of it), a slower device (every step takes
+    scheduled; arrivals wait in front of it, or — ``hang_admits`` — still enter the
+    waiting queue, as behind a scheduler that keeps admitting while its executor hangs or
+    a front end that counts them: the waiting gauge climbs), a slower device (every step takes
     ``slowdown`` times as long: thermal or power capping, a noisy neighbour) and a slow
     frontend (``frontend_delay_s``: every request answered over HTTP —
     ``app.sim.serving`` — waits that long before it reaches the engine, as behind a slow
     proxy, network or tokeniser; the engine's timings and its page never see it)."""
 
     hang: bool = False
+    hang_admits: bool = False
     slowdown: float = 1.0
     frontend_delay_s: float = 0.0
 
