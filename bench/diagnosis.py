@@ -42,6 +42,10 @@ clients' true mean TTFT of the window (``client.jsonl``), and the pool imbalance
 the truth's (one pool's truth a capacity class while the other's is healthy or idle
 and its load — engine busy share for prefill, KV usage over 0.9 for decode — under 0.5).
 
+Beside them, issue #44's cases (``bench/diagnosis_cases.py``, ``--case``): a hang with
+moving gauges, a hang after a long step, a recovery followed by 10 healthy minutes (no
+alert still firing) and a healthy P/D fleet over the seeds (no replica imbalanced).
+
 Prints ``name: value`` lines; the last is the headline. ``--quick`` runs fewer variations.
 """
 
@@ -72,6 +76,14 @@ from app.sim.pd_scenario import available_pd  # noqa: E402
 from app.sim.record import record  # noqa: E402
 from app.sim.scenario import available, from_tree, read_tree  # noqa: E402
 from app.sim.truth import account_from_row, merge, window_truth  # noqa: E402
+from bench.diagnosis_cases import (  # noqa: E402
+    CASES,
+    evaluate_recovery,
+    report_hangs,
+    report_pd,
+    report_pd_healthy,
+    report_recovery,
+)
 
 CLASSES = (
     "healthy",
@@ -274,6 +286,7 @@ def evaluate_pd(run: Run) -> dict[str, Any]:
                 if view.pd.imbalance is None
                 else view.pd.imbalance.saturated,
                 "ratio": None if view.pd.imbalance is None else view.pd.imbalance.ratio,
+                "outliers": [o.replica for o in view.imbalance.outliers if o.kind != "pool"],
             }
         )
     return {
@@ -319,6 +332,7 @@ def evaluate(run: Run) -> dict[str, Any]:
                 "sub": None if d.sub_cause is None else str(d.sub_cause),
                 "has_changes": hasattr(d, "changes"),
                 "headline": first_change(d),
+                "hints": [h.id for h in d.hints],
                 "straddles": len(phases) > 1,
                 "phase": inside[-1]["phase"],
                 "confidence": d.confidence,
@@ -495,57 +509,11 @@ def report(results: list[dict[str, Any]], elapsed: float) -> None:
         f"class_accuracy_change_scenarios: {_share(cls_changed)} "
         f"(target >= {CLASS_TARGET:.2f} over all: see overall_accuracy)"
     )
-    _report_pd([r for r in results if "pd" in r])
+    report_pd([r for r in results if "pd" in r])
     lowest = min(recalls, key=lambda cr: cr[1]) if recalls else ("-", math.nan)
     print(f"min_class_recall: {lowest[1]:.3f} ({lowest[0]})")
     print(f"elapsed_seconds: {elapsed:.1f}")
     print(f"overall_accuracy: {correct / total:.3f}")
-
-
-def _report_pd(results: list[dict[str, Any]]) -> None:
-    """The P/D lines: per pool and scenario, the client-TTFT estimate, the pool imbalance."""
-    if not results:
-        return
-    pools: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    errors: list[float] = []
-    imb = Counter()
-    ratios: dict[str, Counter[str]] = defaultdict(Counter)
-    for res in results:
-        name = res["run"].scenario
-        for w in res["windows"]:
-            if w["straddles"]:
-                continue
-            key = f"{name}/{w['pool']}"
-            pools[key][0] += w["truth"] == w["pred"]
-            pools[key][1] += 1
-        for f in res["pd"]:
-            if f["client_true"] and f["client_est"] is not None:
-                errors.append(abs(f["client_est"] - f["client_true"]) / f["client_true"])
-            t, p = f["imbalance_truth"], f["imbalance_pred"]
-            imb["tp" if t and p == t else "fp" if p and p != t else "fn" if t else "tn"] += 1
-            if p:
-                ratios[name][f"{p}→{f['ratio']}"] += 1
-    for key, (ok, n) in sorted(pools.items()):
-        print(f"pd_pool_{key}: class {ok / n:.3f} ({n} windows)")
-    if errors:
-        errors.sort()
-        mid = errors[len(errors) // 2]
-        p90 = errors[min(len(errors) - 1, int(0.9 * len(errors)))]
-        within = sum(e <= 0.1 for e in errors) / len(errors)
-        print(
-            f"pd_client_ttft_estimate_error: median {mid:.3f} p90 {p90:.3f} "
-            f"share_within_10pct {within:.3f} ({len(errors)} fleet windows)"
-        )
-    flagged = imb["tp"] + imb["fp"]
-    wanted = imb["tp"] + imb["fn"]
-    precision = imb["tp"] / flagged if flagged else math.nan
-    recall = imb["tp"] / wanted if wanted else math.nan
-    print(
-        f"pd_pool_imbalance: precision {precision:.3f} recall {recall:.3f} "
-        f"(tp {imb['tp']}, fp {imb['fp']}, fn {imb['fn']}, tn {imb['tn']})"
-    )
-    for name, counter in sorted(ratios.items()):
-        print(f"pd_pool_ratio_{name}: {dict(counter)}")
 
 
 def _share(counts: list[int] | None, known: bool = True) -> str:
@@ -566,7 +534,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variation", action="append", help="only these variations (repeatable)")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--dump", type=Path, help="write every scored window as JSON lines here")
+    p.add_argument(
+        "--case",
+        action="append",
+        choices=[*CASES, "none"],
+        help="issue #44's cases to report (repeatable; default all, 'none' for none; "
+        "hang-gauges and hang-long-step need their scenarios in the run)",
+    )
     args = p.parse_args(argv)
+    cases = tuple(c for c in (args.case or CASES) if c != "none")
     runs = [
         dataclasses.replace(var, scenario=name, seed=seed)
         for name in (args.scenario or [*available(), *available_pd()])
@@ -577,6 +553,8 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         results = list(pool.map(evaluate, runs, chunksize=1))
+        seeds = range(args.seeds) if "recovery-alerts" in cases else range(0)
+        recovered = list(pool.map(evaluate_recovery, seeds, chunksize=1))
     if args.dump:
         with args.dump.open("w") as fh:
             for res in results:
@@ -593,6 +571,10 @@ def main(argv: list[str] | None = None) -> int:
                         )
                         + "\n"
                     )
+    report_hangs(results, cases)
+    report_recovery(recovered)
+    if "pd-healthy" in cases:
+        report_pd_healthy(results)
     report(results, time.perf_counter() - t0)
     return 0
 
