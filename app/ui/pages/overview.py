@@ -313,6 +313,19 @@ def fleets_view(ctx: PageContext, summaries: list[FleetSummary]) -> Any:
     return out
 
 
+def counts_text(cards: list[Card]) -> str:
+    """The overview's count: streams with a problem apart from those that could not be
+    judged ("6 stream(s): 0 with a problem, 6 with insufficient data"), never both as
+    "not healthy"."""
+    unknown = sum(1 for c in cards if c.cls == DiagnosisClass.INSUFFICIENT_DATA)
+    problems = sum(1 for c in cards if c.cls not in FINE) - unknown
+    n_firing = sum(len(c.firing) for c in cards)
+    parts = [f"{problems} with a problem"]
+    if unknown:
+        parts.append(f"{unknown} with insufficient data")
+    return f"{len(cards)} stream(s): {', '.join(parts)}, {n_firing} firing alert(s)"
+
+
 def register(app: Dash, ctx: PageContext) -> None:
     @app.callback(
         Output(ids.OVERVIEW_CARDS, "children"),
@@ -330,12 +343,7 @@ def register(app: Dash, ctx: PageContext) -> None:
                 firing.setdefault((a.target, a.model_name or ""), []).append(a.name)
         cards = ctx.data.cards(firing)
         now = ctx.data.now()
-        problems = sum(1 for c in cards if c.cls not in FINE)
-        n_firing = sum(len(c.firing) for c in cards)
-        status = (
-            f"{len(cards)} stream(s), {problems} not healthy, {n_firing} firing alert(s) · "
-            f"{ctx.data.source.label} · as of {utc(now)} UTC"
-        )
+        status = f"{counts_text(cards)} · {ctx.data.source.label} · as of {utc(now)} UTC"
         fd = ctx.fleets
         fleets: Any = ""
         budgets: dict[tuple[str, str], list[tuple[str, Budget]]] = {}
