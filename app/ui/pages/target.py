@@ -26,6 +26,16 @@ def _models(ctx_: PageContext, target: str) -> list[str]:
     return sorted(m for t, m in ctx_.data.source.streams() if t == target)
 
 
+def no_stream_text(ctx_: PageContext, target: str) -> str:
+    """What a target page without a stream says: no data yet from a target the source
+    knows (configured, or with stored streams), else that there is no such target."""
+    known = {t.name for t in ctx_.data.source.targets()}
+    known |= {t for t, _ in ctx_.data.source.streams()}
+    if target in known:
+        return f"No data from {target} yet."
+    return f"Unknown target {target!r}: no configured target or stored stream has this name."
+
+
 def layout(ctx_: PageContext, target: str, q: dict[str, str]) -> html.Div:
     models = _models(ctx_, target)
     model = q.get("model") if q.get("model") in models else (models[0] if models else None)
@@ -232,7 +242,7 @@ def _register_refresh(app: Dash, ctx_: PageContext) -> None:
         nothing = (no_update,) * 7
         target = stream["target"]
         if not model:
-            msg = html.P(f"No data from {target} yet.", className="muted")
+            msg = html.P(no_stream_text(ctx_, target), className="muted")
             return {}, msg, "", "", no_update, None, None
         # One input changed (a user action) or several (the page's first call).
         fired = set(ctx.triggered_prop_ids)
