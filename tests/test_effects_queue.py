@@ -17,7 +17,10 @@ def _job() -> tuple[TwinEffects, list[str]]:
     fitted: list[str] = []
 
     def intervals(target: str, model: str, start: float, end: float) -> list[IntervalDelta]:
-        fitted.append(target)
+        # A stream's pricing reads its history more than once (its headroom, its effects):
+        # the order of the streams is what counts.
+        if not fitted or fitted[-1] != target:
+            fitted.append(target)
         return []
 
     job = TwinEffects(intervals, DiagnosisConfig(), TwinCache(), cpu_share=1.0, pricing_share=1.0)
