@@ -379,4 +379,4 @@ def _card(ctx_: PageContext, target: str, model: str, at: float | None) -> Any:
     )
     if found is None:
         return html.P("No window to diagnose here.", className="muted")
-    return diagnosis_card(effectsview.cached(ctx_, found[1]), latest=at is None)
+    return diagnosis_card(effectsview.cached(ctx_, found[1], found[0]), latest=at is None)
