@@ -127,6 +127,10 @@ class DiagnosisConfig:
     kv_headroom: float = 0.7
     # Chunked-prefill budget that favours ITL (physics: lower ≈ 2048 → better ITL).
     itl_friendly_batched_tokens: float = 2048.0
+    # The smallest budget a hint proposes when the one in force is already ITL-friendly
+    # (it is halved): below it a prompt takes many steps and TTFT pays; separate prefill
+    # and decode pools come next.
+    batched_tokens_min: float = 512.0
     # Measured decode speed at or above this share of the roofline ceiling: the hardware,
     # not the serving stack, sets the pace.
     near_ceiling_efficiency: float = 0.7

@@ -5,7 +5,10 @@ Builders of the hint catalog (``hints.CATALOG`` joins them); the numbers, and th
 line of docs/concepts.md ("What to change") each traces to:
 
 * ``batched-tokens-down`` — "lower (≈2048) → better ITL": ``itl_friendly_batched_tokens``
-  when the steps (p99) are larger.
+  when the steps (p99) are larger; a budget in force at or below it (configured, on the
+  page, or vLLM's default) is halved instead, down to ``batched_tokens_min`` — a step's
+  time grows with its tokens, so half the chunk is about half the stall it adds — and
+  never is the value in force proposed.
 * ``batched-tokens-up`` — "higher → better TTFT": a prompt of P uncached tokens takes
   ⌈P / budget⌉ steps; the next power of two ≥ P, at least twice the budget, at most
   ``batched_tokens_max``.
@@ -157,32 +160,26 @@ def batched_down(x: Context) -> Made | None:
     f, cfg = x.facts, x.config
     budget = x.server.max_num_batched_tokens
     target = cfg.itl_friendly_batched_tokens
+    now = budget.value
+    if now is not None and now <= target:
+        # At or below the ITL-friendly budget already: half the chunk, never the same.
+        target = float(_pow2_ceil(now / 2)) if now / 2 >= cfg.batched_tokens_min else 0.0
+        if target <= 0 or target >= now:
+            return None  # as small as advised: disaggregation is next
     if f.step_p99 is None or f.step_p99 <= target:
         return None  # the steps are no larger than the budget advised
-    known = not budget.assumed and budget.value is not None
-    if known and budget.value <= target:
-        return None  # the budget is already there
-    # Not known and vLLM's default is the advised budget already: larger steps on the page
-    # may be the budget, or vLLM counting a request's whole prompt in the step where its
-    # prefill completes (docs/concepts.md: use the histogram's sum, not its buckets). Only steps
-    # far above it say the budget is larger.
-    assumed_low = not known and budget.value is not None and budget.value <= target
-    if assumed_low and f.step_p99 < 2 * target:
-        return None
     evidence = f"steps of {fmt_n(f.step_p99)} tokens (p99"
     evidence += f"; p50 {fmt_n(f.step_p50)})" if f.step_p50 is not None else ")"
     if f.itl_p50 and f.itl_p99 is not None:
         evidence += f" and ITL p99 {fmt_s(f.itl_p99)} = {f.itl_p99 / f.itl_p50:.1f}× p50"
     evidence += ": prefill chunks ride in the decode steps"
-    now = budget.said()
-    if assumed_low:
-        now = (
-            f"not configured; vLLM's default would be {budget.shown()}, the steps say more — "
-            "or count whole prompts where their prefill completes: configure "
-            "max_num_batched_tokens"
+    if now is not None and now <= cfg.itl_friendly_batched_tokens:
+        evidence += (
+            f"; a step's time grows with its tokens, so chunks of {fmt_flag(target)} add "
+            f"about half the stall of {fmt_flag(now)}"
         )
     return Made(
-        f"--max-num-batched-tokens {fmt_flag(target)} (now {now})",
+        f"--max-num-batched-tokens {fmt_flag(target)} (now {budget.said()})",
         evidence,
         True,
         ("max_num_batched_tokens", target),
