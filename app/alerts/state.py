@@ -41,8 +41,8 @@ from typing import Any
 
 from app.alerts import expr as ex
 from app.alerts.fields import LABEL_PREFIX, Instance
+from app.alerts.held import add_held, held_text
 from app.alerts.rules import Rule
-from app.alerts.template import render_value
 
 __all__ = [
     "Alert",
@@ -204,27 +204,6 @@ def _annotations(rule: Rule, instance: Instance, alert: Alert, now: float) -> di
     return {k: t.render(context) for k, t in rule.annotations}
 
 
-def held_text(held: Sequence[tuple[str, float]]) -> str | None:
-    """``queue_bound 4m 45s, prefill_bound 15s``; None when nothing was recorded."""
-    if not held:
-        return None
-    return ", ".join(f"{v} {render_value(s, 'duration')}" for v, s in held)
-
-
-def _held(
-    prev: tuple[tuple[str, float], ...], value: ex.Value, seconds: float
-) -> tuple[tuple[str, float], ...]:
-    """``prev`` with ``seconds`` more for a text ``value`` (numbers are not tracked)."""
-    if not isinstance(value, str):
-        return prev
-    out = list(prev)
-    for i, (v, s) in enumerate(out):
-        if v == value:
-            out[i] = (v, s + seconds)
-            return tuple(out)
-    return (*out, (value, seconds))
-
-
 def evaluate(
     rules: Sequence[Rule],
     instances: Iterable[Instance],
@@ -313,7 +292,7 @@ def _holds(
     annotations rendered for it (module docstring)."""
     if old is None or old.state == AlertState.INACTIVE:
         alert = Alert(fp, rule.name, labels, {}, AlertState.PENDING, now, now, value)
-        alert = replace(alert, held=_held((), value, 0.0))
+        alert = replace(alert, held=add_held((), value, 0.0))
         previous = "inactive"
         fires = rule.for_s <= 0
     else:
@@ -323,7 +302,7 @@ def _holds(
             value=value,
             last_eval=now,
             keep_firing_since=None,
-            held=_held(old.held, value, max(0.0, now - old.last_eval)),
+            held=add_held(old.held, value, max(0.0, now - old.last_eval)),
         )
         previous = str(old.state)
         fires = alert.state == AlertState.PENDING and now - alert.active_at >= rule.for_s
