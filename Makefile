@@ -76,7 +76,8 @@ test: $(STAMP) sysdeps
 test-vllm: $(STAMP)
 	bash tests/vllm_real/run.sh $(VENV)/vllm $(BIN)/python
 
-# Property-based fuzzing (tests/test_fuzz.py) of the parser and histogram_quantile with
+# Property-based fuzzing (tests/test_fuzz.py) of the parser and histogram_quantile, and
+# (tests/test_fuzz_http11.py) of the scrape client's answer reader against h11, with
 # 10,000 examples per property (`make test` runs the same properties with 200), and the
 # HTTP API from its OpenAPI schema (tests/test_api_fuzz.py, schemathesis) with 500 random
 # examples per operation (`make test`: 12, derandomised).
@@ -84,7 +85,7 @@ FUZZ_EXAMPLES ?= 10000
 API_FUZZ_EXAMPLES ?= 500
 fuzz: $(STAMP)
 	PHASEWATCH_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) $(BIN)/python -m pytest -q tests/test_fuzz.py \
-	  --hypothesis-show-statistics
+	  tests/test_fuzz_http11.py --hypothesis-show-statistics
 	PHASEWATCH_API_FUZZ_EXAMPLES=$(API_FUZZ_EXAMPLES) $(BIN)/python -m pytest -q \
 	  tests/test_api_fuzz.py
 

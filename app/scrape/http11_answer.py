@@ -1,33 +1,33 @@
 """Reading one HTTP/1.1 answer from the bytes a connection receives: pure, no I/O.
 
 :class:`AnswerReader` is fed what arrives (:mod:`app.scrape.http11` owns the
-connection) and says when the answer is complete, following h11's rules where httpx
-would (so a page reads the same whichever client fetched it). The exceptions carry
-httpx's class names, so an error message reads the same too.
+connection) and says when the answer is complete. The framing is h11's (the sans-I/O
+parser httpx stands on, so a page reads the same whichever client fetched it: heads,
+Content-Length, chunked, close-delimited bodies, 1xx, keep-alive); this module adds what
+a scrape needs on top. The exceptions carry httpx's class names and h11's messages, so
+an error reads the same too.
 
-- **Head.** ``HTTP/1.x`` status line and headers, lines ended by ``\\r\\n`` or ``\\n``;
-  1xx answers but 101 are skipped; a head over 64 kB, not HTTP, a Transfer-Encoding
-  other than chunked or disagreeing Content-Lengths are a :class:`RemoteProtocolError`.
+- **Head.** Over 64 kB, not HTTP, a Transfer-Encoding other than chunked or
+  disagreeing Content-Lengths are a :class:`RemoteProtocolError` (h11's message).
 - **Non-2xx.** Complete at its head: the body is not read, the connection not reused.
-- **Body.** Content-Length, chunked (extensions and trailers skipped) or, with neither,
-  up to the server's close (that connection is not reused); 204 and 304 have none.
-  gzip and deflate are decoded a piece at a time with ``max_length``, so the cap is
-  counted after decoding and a compressed bomb never inflates past it; unknown
+- **Body.** gzip and deflate are decoded a piece at a time with ``max_length``, so the
+  cap is counted after decoding and a compressed bomb never inflates past it; unknown
   encodings pass through as in httpx; two stacked encodings raise :class:`Unsupported`
-  before the body is read (the caller asks httpx instead).
+  before the body is read (the caller asks httpx instead). Bytes past the answer, or a
+  server that said it closes, make the connection unfit for reuse.
 - **Edges.** :class:`TooLarge` for a plain body whose Content-Length is over the cap
-  (raised at the head) or any body that grows past it; :class:`BodyTruncated` for a
-  body shorter than its Content-Length or a chunked body cut or malformed;
-  :class:`ServerDisconnected` for a close before any byte; :class:`DecodingError` for
-  broken gzip or deflate.
+  (raised at the head) or any body that grows past it; :class:`BodyTruncated` for any
+  error after the head (a body shorter than its Content-Length, chunking cut or
+  malformed: httpx names these a cut page too); :class:`ServerDisconnected` for a close
+  before any byte; :class:`DecodingError` for broken gzip or deflate.
 """
 
 from __future__ import annotations
 
-import re
 import zlib
 from dataclasses import dataclass
-from typing import NoReturn
+
+import h11
 
 __all__ = [
     "Answer",
@@ -42,12 +42,11 @@ __all__ = [
     "Unsupported",
 ]
 
-MAX_HEAD = 64 * 1024  # bytes of an answer's status line and headers
-MAX_CHUNK_LINE = 4096  # bytes of a chunk-size line or a trailer line
-_END_OF_HEAD = re.compile(rb"\n\r?\n")  # h11 ends a head the same way
-_STATUS_LINE = re.compile(rb"HTTP/(\d)\.(\d) (\d{3})(?: [^\r\n]*)?")
-_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,16}")
+MAX_HEAD = 64 * 1024  # bytes of an answer's status line and headers (and of a chunk line)
 _DECODERS = frozenset({"gzip", "deflate"})
+# What h11 is told was sent: its state machine reads an answer only to a request.
+_REQUEST = h11.Request(method="GET", target="/", headers=[("Host", "scrape")])
+_END = h11.EndOfMessage()
 
 
 class RemoteProtocolError(Exception):
@@ -129,23 +128,16 @@ class _Inflate:
             raise DecodingError(str(exc)) from exc
 
 
-_HEAD, _BODY, _CHUNK_SIZE_LINE, _CHUNK_DATA, _CHUNK_END, _TRAILER = range(6)
-
-
 class AnswerReader:
     """Reads one answer from the bytes it is fed (module docstring: head, body, edges)."""
 
     __slots__ = (
         "answer",
-        "buf",
-        "chunk_left",
+        "conn",
         "decoder",
         "keep_alive",
-        "left",
         "max_bytes",
         "parts",
-        "phase",
-        "received",
         "size",
         "started",
         "status",
@@ -153,14 +145,12 @@ class AnswerReader:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self.phase = _HEAD
-        self.buf = bytearray()  # the head, or chunked framing not read yet
+        self.conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+        self.conn.send(_REQUEST)
+        self.conn.send(_END)
         self.started = False  # any byte of the answer came
-        self.status = 0
+        self.status = 0  # the final head's, once read
         self.keep_alive = True
-        self.left: int | None = None  # body bytes still due; None: up to the close
-        self.received = 0  # body bytes on the wire (Content-Length framing)
-        self.chunk_left = 0
         self.decoder: _Inflate | None = None
         self.parts: list[bytes] = []
         self.size = 0  # decoded body bytes
@@ -168,117 +158,58 @@ class AnswerReader:
 
     def feed(self, data: bytes) -> bool:
         """Take bytes from the wire; True when the answer is complete."""
+        if not data:  # h11 would take it for the close
+            return False
         self.started = True
-        if self.phase == _HEAD:
-            self.buf += data
-            m = _END_OF_HEAD.search(self.buf)
-            if m is None:
-                if len(self.buf) > MAX_HEAD:
-                    raise RemoteProtocolError("the answer's head is over 64 kB")
-                return False
-            head, rest = bytes(self.buf[: m.start()]), bytes(self.buf[m.end() :])
-            self.buf.clear()
-            if not self._head(head):  # 1xx: the real head follows
-                return self.feed(rest) if rest else False
-            if self.answer is not None:
-                return True
-            if self.left == 0 and self.phase == _BODY:
-                if rest:
-                    self.keep_alive = False
-                return self._complete()
-            if not rest:
-                return False
-            data = rest
-        if self.phase == _BODY:
-            left = self.left
-            if left is None:
-                self._emit(data)
-                return False
-            n = len(data)
-            if n < left:
-                self.received += n
-                self.left = left - n
-                self._emit(data)
-                return False
-            if n > left:
-                self.keep_alive = False  # bytes past the body: not fit for reuse
-                data = data[:left]
-            self.received += left
-            self.left = 0
-            self._emit(data)
-            return self._complete()
-        return self._chunks(data)
+        self.conn.receive_data(data)
+        return self._events()
 
     def eof(self) -> None:
         """The server closed: complete a close-delimited body, else say what is missing."""
         self.keep_alive = False
-        if self.phase == _HEAD:
-            if not self.started:
-                raise ServerDisconnected("Server disconnected without sending a response.")
-            raise RemoteProtocolError("peer closed connection in the middle of the head")
-        if self.phase == _BODY and self.left is None:
-            self._complete()
-            return
-        if self.phase == _BODY:
-            assert self.left is not None
-            raise BodyTruncated(
-                "peer closed connection without sending complete message body: "
-                f"received {self.received} bytes, expected {self.received + self.left}",
-                self.status,
-            )
-        raise BodyTruncated(
-            "peer closed connection without sending complete message body: incomplete chunked read",
-            self.status,
-        )
+        if not self.started:
+            raise ServerDisconnected("Server disconnected without sending a response.")
+        self.conn.receive_data(b"")
+        if not self._events():
+            raise RemoteProtocolError("peer closed connection in the middle of the answer")
 
-    def _head(self, head: bytes) -> bool:
-        """Read a head; False for an interim (1xx) answer."""
-        lines = head.split(b"\n")
-        m = _STATUS_LINE.fullmatch(lines[0].rstrip(b"\r"))
-        if m is None:
-            raise RemoteProtocolError(f"not an HTTP/1.x status line: {lines[0][:60]!r}")
-        status = int(m[3])
-        if 100 <= status < 200 and status != 101:
-            return False
-        if status < 100:
-            raise RemoteProtocolError(f"status {status} out of range")
-        lengths: list[bytes] = []
-        encodings: list[bytes] = []
-        transfer: list[bytes] = []
-        for raw in lines[1:]:
-            line = raw.rstrip(b"\r")
-            name, sep, value = line.partition(b":")
-            if not sep or not name or name != name.strip() or line[:1] in (b" ", b"\t"):
-                raise RemoteProtocolError(f"malformed header line: {line[:60]!r}")
-            name = name.lower()
-            value = value.strip(b" \t")
-            if name == b"content-length":
-                lengths.append(value)
-            elif name == b"content-encoding":
-                encodings.append(value)
-            elif name == b"transfer-encoding":
-                transfer.append(value)
-            elif name == b"connection" and b"close" in value.lower():
-                self.keep_alive = False
-        if (m[1], m[2]) != (b"1", b"1"):
-            self.keep_alive = False  # HTTP/1.0: no reuse (h11 the same)
-        self.status = status
-        if len(transfer) > 1:
-            raise RemoteProtocolError("multiple Transfer-Encoding headers")
-        if transfer and transfer[0].lower() != b"chunked":
-            raise RemoteProtocolError("Only Transfer-Encoding: chunked is supported")
-        chunked = bool(transfer)
-        values = {v.strip() for joined in lengths for v in joined.split(b",")}
-        if len(values) > 1:
-            raise RemoteProtocolError("conflicting Content-Length headers")
-        declared = values.pop().decode("latin-1") if values else ""
-        if lengths and not (declared.isdigit() and len(declared) <= 20):
-            raise RemoteProtocolError("bad Content-Length")
-        length = int(declared) if declared and not chunked else None
+    def _events(self) -> bool:
+        """Read what h11 makes of the bytes so far; True once the answer is complete."""
+        conn = self.conn
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                if self.status:
+                    raise BodyTruncated(str(exc), self.status) from None
+                raise RemoteProtocolError(str(exc)) from None
+            if isinstance(event, h11.Data):
+                self._emit(event.data)
+            elif isinstance(event, h11.EndOfMessage):
+                return self._complete()
+            elif isinstance(event, h11.Response):
+                if self._head(event):
+                    return True
+            elif event is h11.NEED_DATA:
+                return False
+            elif not isinstance(event, h11.InformationalResponse):  # 1xx: the head follows
+                # ConnectionClosed before a head, or PAUSED (no protocol switch was asked).
+                raise RemoteProtocolError(f"unexpected {event!r} before the answer's end")
+
+    def _head(self, event: h11.Response) -> bool:
+        """Take the final head; True when that completes the answer (a non-2xx)."""
+        status = self.status = event.status_code
         if not 200 <= status < 300:
             self.keep_alive = False  # its body is left unread
             self.answer = Answer(status, None)
             return True
+        declared = ""
+        encodings: list[bytes] = []
+        for name, value in event.headers:
+            if name == b"content-length":
+                declared = value.decode("latin-1")
+            elif name == b"content-encoding":
+                encodings.append(value)
         # fetch()'s rule: a plain body over the cap by its Content-Length is refused unread.
         plain = "gzip" not in b", ".join(encodings).decode("latin-1")
         if plain and declared.isdigit() and int(declared) > self.max_bytes:
@@ -289,16 +220,7 @@ class AnswerReader:
             raise Unsupported(f"content encodings {', '.join(used)}")
         if used:
             self.decoder = _Inflate(used[0])
-        if chunked:
-            self.phase = _CHUNK_SIZE_LINE
-        else:
-            self.phase = _BODY
-            if status in (204, 304):
-                length = 0
-            if length is None:
-                self.keep_alive = False  # ends with the connection
-            self.left = length
-        return True
+        return False
 
     def _emit(self, data: bytes) -> None:
         if self.decoder is not None:
@@ -316,64 +238,8 @@ class AnswerReader:
             if self.size > self.max_bytes:
                 raise TooLarge(self.status, None)
             self.parts.append(tail)
-        parts = self.parts
-        self.answer = Answer(self.status, parts[0] if len(parts) == 1 else b"".join(parts))
-        self.phase = -1
+        conn = self.conn
+        if conn.their_state is not h11.DONE or conn.trailing_data[0]:
+            self.keep_alive = False  # it closes, or bytes came past the answer
+        self.answer = Answer(self.status, b"".join(self.parts))
         return True
-
-    def _chunks(self, data: bytes) -> bool:
-        buf = self.buf
-        buf += data
-        pos = 0
-        end = len(buf)
-        while pos < end:
-            phase = self.phase
-            if phase == _CHUNK_DATA:
-                take = min(self.chunk_left, end - pos)
-                self._emit(bytes(buf[pos : pos + take]))
-                pos += take
-                self.chunk_left -= take
-                if self.chunk_left:
-                    break
-                self.phase = _CHUNK_END
-            elif phase == _CHUNK_END:  # CRLF (or LF, as h11 takes) after a chunk's data
-                if buf[pos] == 0x0A:
-                    pos += 1
-                elif buf[pos] != 0x0D:
-                    self._broken("chunk data not followed by CRLF")
-                elif end - pos < 2:
-                    break
-                elif buf[pos + 1] != 0x0A:
-                    self._broken("chunk data not followed by CRLF")
-                else:
-                    pos += 2
-                self.phase = _CHUNK_SIZE_LINE
-            else:  # a chunk-size line, or a trailer line
-                nl = buf.find(b"\n", pos)
-                if nl < 0:
-                    if end - pos > MAX_CHUNK_LINE:
-                        self._broken("chunk line too long")
-                    break
-                line = bytes(buf[pos:nl]).rstrip(b"\r")
-                pos = nl + 1
-                if phase == _TRAILER:
-                    if not line:
-                        if pos < end:
-                            self.keep_alive = False
-                        buf.clear()
-                        return self._complete()
-                    continue
-                size = line.split(b";", 1)[0].strip(b" \t")
-                if not _CHUNK_SIZE.fullmatch(size):
-                    self._broken("illegal chunk header")
-                n = int(size, 16)
-                if n == 0:
-                    self.phase = _TRAILER
-                else:
-                    self.chunk_left = n
-                    self.phase = _CHUNK_DATA
-        del buf[:pos]
-        return False
-
-    def _broken(self, why: str) -> NoReturn:
-        raise BodyTruncated(f"malformed chunked encoding: {why}", self.status)
