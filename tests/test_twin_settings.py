@@ -192,12 +192,14 @@ def test_a_kv_limited_server_keeps_the_default_with_its_warning(tmp_path: Path) 
 
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, float]]:
-    """A store holding 180 s of queue_overload as target r0, ending before ``now``'s
-    5-minute bucket ends (the twin's span), its snapshots carrying the page's pool."""
+    """A store holding 330 s of steady traffic as target r0 (more than the 300 s of
+    history a twin needs), ending before ``now``'s 5-minute bucket ends (the twin's
+    span), its snapshots carrying the page's pool. Steady: a growing queue's headroom
+    needs no twin (app.read.headroom)."""
     root = tmp_path_factory.mktemp("stored")
     now = time.time()
-    start = math.floor((bucket_end(now) - 200) / 5) * 5
-    rec = record("queue_overload", root / "r0", duration=180, seed=5, start_unix=start)
+    start = math.floor((bucket_end(now) - 350) / 5) * 5
+    rec = record("healthy", root / "r0", duration=330, seed=5, start_unix=start)
     store = Store(root / "pw.db")
     record_into(store, rec, "r0")
     try:
