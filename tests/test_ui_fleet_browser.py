@@ -2,8 +2,9 @@
 
 Seeded data: three simulated ``healthy`` replicas of one model, the third with three
 times the traffic (the overloaded one), written into a temp store through the
-collector's own path. Their recordings run from five minutes ago to ten minutes ahead,
-so the live page's latest window always holds data. The targets carry a ``cluster``
+collector's own path. Their recordings run from ten minutes ago to seven and a half
+minutes ahead, so the live page's latest window always holds data and the twin's span
+(the 15 minutes to the last 5-minute boundary) holds the 5 minutes of history it needs. The targets carry a ``cluster``
 label whose value is markup, and ``fleet.group_by: [cluster]`` puts it into the fleet's
 name: it must show as text. One SLO object (``chat``) is configured, and its fast-burn
 alert is firing (saved through the alert repository): the alerts page must open the fleet.
@@ -63,14 +64,14 @@ def _seed_burn_alert(store: Store, now: float) -> None:
 @pytest.fixture(scope="module")
 def fleet_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     root = tmp_path_factory.mktemp("ui-fleet")
-    start = math.floor(time.time() / 15) * 15 - 300
+    start = math.floor(time.time() / 15) * 15 - 600
     store = Store(root / "pw.db")
     for i in range(3):
         overrides = {"workload.rate_multiplier": 3.0} if f"r{i}" == BAD else {}
         rec = record(
             "healthy",
             root / f"r{i}",
-            duration=900,
+            duration=1050,
             seed=i + 1,
             start_unix=start,
             overrides=overrides,
