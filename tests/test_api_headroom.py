@@ -26,7 +26,8 @@ class Client:
         self.svc = ServiceThread(app)
 
     def get(self, path: str) -> httpx.Response:
-        return httpx.get(self.svc.url + path, timeout=120)
+        # A fleet's headroom fits a twin per replica: minutes of CPU on a busy machine.
+        return httpx.get(self.svc.url + path, timeout=300)
 
 
 @pytest.fixture(scope="module")
