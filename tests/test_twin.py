@@ -167,7 +167,11 @@ def test_fit_replay_predict_on_a_simulator_recording(healthy: Path) -> None:
     w = predict(twin, span.whole, changes, knobs, notes=notes, seeds=2)
     assert w.replay_error is not None and w.replay_error < 0.35
     out = w.to_dict()
-    assert set(out) == {"changes", "baseline", "predicted", "effect", "interval", "fit", "warnings"}
+    assert set(out) == {
+        "changes", "baseline", "predicted", "effect", "interval", "fit", "warnings",
+        "replay_error", "reliable", "unreliable",
+    }  # fmt: skip
+    assert out["reliable"] is (out["unreliable"] is None)
     assert out["effect"]["itl_p99"] is not None and out["effect"]["itl_p99"] >= 1.0
     for name in ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "waiting_avg", "kv_usage_max"):
         assert out["predicted"][name] is not None, name
