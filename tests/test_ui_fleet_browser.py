@@ -4,10 +4,11 @@ Seeded data: three simulated ``healthy`` replicas of one model, the third with t
 times the traffic (the overloaded one), written into a temp store through the
 collector's own path. Their recordings run from ten minutes ago to seven and a half
 minutes ahead, so the live page's latest window always holds data and the twin's span
-(the 15 minutes to the last 5-minute boundary) holds the 5 minutes of history it needs. The targets carry a ``cluster``
-label whose value is markup, and ``fleet.group_by: [cluster]`` puts it into the fleet's
-name: it must show as text. One SLO object (``chat``) is configured, and its fast-burn
-alert is firing (saved through the alert repository): the alerts page must open the fleet.
+(the 15 minutes to the last 5-minute boundary) holds the 5 minutes of history it needs.
+The targets carry a ``cluster`` label whose value is markup, and
+``fleet.group_by: [cluster]`` puts it into the fleet's name: it must show as text. One
+SLO object (``chat``) is configured, and its fast-burn alert is firing (saved through
+the alert repository): the alerts page must open the fleet.
 """
 
 from __future__ import annotations
