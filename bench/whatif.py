@@ -36,176 +36,73 @@ Reproduce: ``.venv/bin/python bench/whatif.py [--duration 300] [--jobs 2] [--onl
 from __future__ import annotations
 
 import argparse
-import copy
 import math
 import statistics
 import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from app.diagnose.server import ServerSettings  # noqa: E402
+from app.diagnose.server import resolve  # noqa: E402
 from app.read.whatif import from_scrapes  # noqa: E402
 from app.sim.record import record  # noqa: E402
-from app.sim.scenario import from_tree, read_tree  # noqa: E402
+from app.sim.scenario import from_tree  # noqa: E402
 from app.sources.recording import read_scrapes  # noqa: E402
 from app.twin.fit import fit  # noqa: E402
 from app.twin.whatif import knobs_for, measured, predict  # noqa: E402
+from bench.whatif_pairs import PAIRS, WIDE, Pair, a_tree, b_tree, hardware, server, value  # noqa: E402
 
 TRUTH_RUNS = 3
+SETS = {"base": PAIRS, "wide": WIDE, "all": PAIRS + WIDE}
+# A measured change of at least this much (B over A) is a pair that moves.
+MOVES = 0.10
 
 
-@dataclass(frozen=True)
-class Pair:
-    key: str
-    value: float
-    scenario: str
-    # How B's scenario differs from A's, as a function of A's tree (see _b_tree).
-    label: str
-
-
-PAIRS: tuple[Pair, ...] = (
-    Pair("rate_scale", 1.5, "healthy", "traffic ×1.5"),
-    Pair("rate_scale", 2.0, "healthy", "traffic ×2"),
-    Pair("rate_scale", 0.7, "decode_heavy", "traffic ×0.7"),
-    Pair("rate_scale", 1.3, "decode_heavy", "traffic ×1.3"),
-    Pair("rate_scale", 0.6, "queue_overload", "traffic ×0.6"),
-    Pair("replicas", 2, "healthy", "2 replicas"),
-    Pair("replicas", 2, "queue_overload", "2 replicas"),
-    Pair("replicas", 3, "queue_overload", "3 replicas"),
-    Pair("replicas", 2, "decode_heavy", "2 replicas"),
-    Pair("replicas", 2, "kv_pressure", "2 replicas"),
-    Pair("max_num_seqs", 64, "queue_overload", "32 → 64"),
-    Pair("max_num_seqs", 16, "queue_overload", "32 → 16"),
-    Pair("max_num_seqs", 24, "healthy", "256 → 24"),
-    Pair("max_num_seqs", 8, "prefill_heavy", "4 → 8"),
-    Pair("max_num_seqs", 48, "decode_heavy", "→ 48"),
-    Pair("max_num_batched_tokens", 2048, "prefill_interference", "8192 → 2048"),
-    Pair("max_num_batched_tokens", 4096, "prefill_interference", "8192 → 4096"),
-    Pair("max_num_batched_tokens", 512, "healthy", "2048 → 512"),
-    Pair("max_num_batched_tokens", 8192, "decode_heavy", "2048 → 8192"),
-    Pair("max_num_batched_tokens", 1024, "queue_overload", "2048 → 1024"),
-    Pair("num_gpu_blocks", 2.0, "kv_pressure", "pool ×2"),
-    Pair("num_gpu_blocks", 4.0, "kv_pressure", "pool ×4"),
-    Pair("num_gpu_blocks", 0.75, "kv_pressure", "pool ×0.75"),
-    Pair("num_gpu_blocks", 0.5, "decode_heavy", "pool ×0.5"),
-    Pair("num_gpu_blocks", 0.05, "healthy", "pool ×0.05"),
-    Pair("prompt_scale", 2.0, "healthy", "prompts ×2"),
-    Pair("prompt_scale", 0.5, "healthy", "prompts ×0.5"),
-    Pair("prompt_scale", 1.5, "decode_heavy", "prompts ×1.5"),
-    Pair("prompt_scale", 0.5, "prefill_heavy", "prompts ×0.5"),
-    Pair("prompt_scale", 2.0, "queue_overload", "prompts ×2"),
-    Pair("output_scale", 2.0, "healthy", "answers ×2"),
-    Pair("output_scale", 0.5, "healthy", "answers ×0.5"),
-    Pair("output_scale", 0.5, "decode_heavy", "answers ×0.5"),
-    Pair("output_scale", 0.5, "queue_overload", "answers ×0.5"),
-    Pair("output_scale", 0.5, "kv_pressure", "answers ×0.5"),
-    Pair("prefix_cache_hit_rate", 0.0, "healthy", "reuse 100 % → 0 %"),
-    Pair("prefix_cache_hit_rate", 0.5, "healthy", "reuse 100 % → 50 %"),
-    Pair("prefix_cache_hit_rate", 0.0, "queue_overload", "reuse 100 % → 0 %"),
-    Pair("prefix_cache_hit_rate", 0.3, "prefix_cache_collapse", "reuse 100 % → 30 %"),
-    Pair("prefix_cache_hit_rate", 0.06, "prefix_cache_collapse", "reuse 100 % → 6 %"),
-)
-
-
-def _a_tree(name: str) -> dict[str, Any]:
-    """The scenario's base phase, its load turned into the absolute rate."""
-    tree = read_tree(name)
-    tree.pop("phases", None)
-    tree["name"] = name
-    base = from_tree(tree).base
-    wl = tree.setdefault("workload", {})
-    wl.pop("load", None)
-    wl["rate"] = base.workload.rate
-    return tree
-
-
-def _b_tree(pair: Pair, a: dict[str, Any]) -> dict[str, Any]:
-    b = copy.deepcopy(a)
-    wl, eng = b["workload"], b.setdefault("engine", {})
-    v = pair.value
-    if pair.key == "rate_scale":
-        wl["rate"] *= v
-    elif pair.key == "replicas":
-        wl["rate"] /= v
-    elif pair.key in ("max_num_seqs", "max_num_batched_tokens"):
-        eng[pair.key] = int(v)
-    elif pair.key == "num_gpu_blocks":
-        blocks = from_tree(a).base.num_gpu_blocks
-        eng["num_gpu_blocks_override"] = max(1, int(blocks * v))
-        eng["max_model_len"] = min(eng.get("max_model_len", 8192), int(blocks * v) * 16)
-    elif pair.key in ("prompt_scale", "output_scale"):
-        field = "prompt_tokens" if pair.key == "prompt_scale" else "output_tokens"
-        for c in wl["classes"]:
-            c[field]["median"] = c[field]["median"] * v
-    elif pair.key == "prefix_cache_hit_rate":
-        wl["prefix_reuse"] = v  # the same prompts, fewer of them reusable
-    return b
-
-
-def _server(tree: dict[str, Any]) -> ServerSettings:
-    e = from_tree(tree).base.engine
-    return ServerSettings(
-        max_num_seqs=e.max_num_seqs,
-        max_num_batched_tokens=e.max_num_batched_tokens,
-        max_model_len=e.max_model_len,
-    )
-
-
-def _value(pair: Pair, a: dict[str, Any], b_span: Any) -> float | int:
-    """The ``--set`` value a user would give for B."""
-    if pair.key == "num_gpu_blocks":
-        return max(1, int(from_tree(a).base.num_gpu_blocks * pair.value))
-    if pair.key == "prefix_cache_hit_rate":
-        hit = b_span.whole.derived.prefix_cache_hit_rate or 0.0
-        return round(min(hit, 0.99), 3)
-    if pair.key in ("max_num_seqs", "max_num_batched_tokens", "replicas"):
-        return int(pair.value)
-    return pair.value
-
-
-def run_pair(args: tuple[int, Pair, float]) -> dict[str, Any]:
-    i, pair, duration = args
+def run_pair(args: tuple[int, Pair, float, int]) -> dict[str, Any]:
+    i, pair, duration, truth_runs = args
+    duration = pair.duration or duration
+    seed = pair.seed if pair.seed is not None else 7 + i
     t0 = time.perf_counter()
+    a = a_tree(pair)
+    b = b_tree(pair, a)
     with tempfile.TemporaryDirectory() as tmp:
-        a = _a_tree(pair.scenario)
-        b = _b_tree(pair, a)
-        spans_a = []
-        for k in range(TRUTH_RUNS):  # the twin fits the first; A's figure: the median
-            ra = record(from_tree(a), Path(tmp) / f"a{k}", duration=duration, seed=7 + i + 1000 * k)
-            spans_a.append(from_scrapes(read_scrapes(ra), server=_server(a)))
-        span_a = spans_a[0]
-        spans_b = []
-        for k in range(TRUTH_RUNS):  # B's own spread: the median of three seeds
-            rb = record(from_tree(b), Path(tmp) / f"b{k}", duration=duration, seed=7 + i + 1000 * k)
-            spans_b.append(from_scrapes(read_scrapes(rb), server=_server(a)))
-        span_b = spans_b[0]
+        spans_a, spans_b = [], []
+        for k in range(truth_runs):  # the twin fits A's first; each side's figure: the median
+            ra = record(from_tree(a), Path(tmp) / f"a{k}", duration=duration, seed=seed + 1000 * k)
+            spans_a.append(from_scrapes(read_scrapes(ra), server=server(a)))
+            rb = record(from_tree(b), Path(tmp) / f"b{k}", duration=duration, seed=seed + 1000 * k)
+            spans_b.append(from_scrapes(read_scrapes(rb), server=server(a)))
+    span_a = spans_a[0]
     twin = fit(span_a)
-    value = _value(pair, a, span_b)
-    changes = {pair.key: value}
-    knobs, notes = knobs_for(twin, changes)
+    v = value(pair, a, spans_b[0].whole.derived.prefix_cache_hit_rate)
+    changes = {pair.key: v}
+    memory_gb, weight_gb = hardware(a)
+    gmu = resolve(span_a.server, span_a.info).gpu_memory_utilization.value
+    knobs, notes = knobs_for(twin, changes, memory_gb, gmu, weight_gb)
     w = predict(twin, span_a.whole, changes, knobs, notes=notes)
     bases = [measured(sa.whole) for sa in spans_a]
     truths = [measured(sb.whole) for sb in spans_b]
     out: dict[str, Any] = {
         "pair": pair,
-        "value": value,
+        "value": v,
+        "duration": duration,
         "replay_error": w.replay_error,
         "seconds": time.perf_counter() - t0,
     }
     for name in ("ttft_p99", "itl_p99"):
-        bs = [v for t in truths if (v := t.value(name)) is not None]
-        b_v = statistics.median(bs) if bs else None
-        avs = [v for t in bases if (v := t.value(name)) is not None]
-        a_v = statistics.median(avs) if avs else None
-        p_v = w.predicted.value(name)
-        lo_hi = w.interval.get(name)
-        out[name] = (a_v, b_v, p_v, lo_hi, w.effect.get(name))
+        bs = [x for t in truths if (x := t.value(name)) is not None]
+        avs = [x for t in bases if (x := t.value(name)) is not None]
+        out[name] = (
+            statistics.median(avs) if avs else None,
+            statistics.median(bs) if bs else None,
+            w.predicted.value(name),
+            w.interval.get(name),
+            w.effect.get(name),
+        )
     return out
 
 
@@ -226,14 +123,84 @@ def _fmt(v: float | None) -> str:
     return f"{v:.3g}"
 
 
+def _cells(r: dict[str, Any]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The pair's two figures: their table cells, and their scores (err, direction,
+    inside the interval, whether the measured p99 moved by ``MOVES``)."""
+    cells, scores = [], []
+    for name in ("ttft_p99", "itl_p99"):
+        a_v, b_v, p_v, lo_hi, effect = r[name]
+        err = None if b_v is None or p_v is None or b_v <= 0 else abs(p_v - b_v) / b_v
+        d = _direction(a_v, b_v, effect)
+        hit = None if lo_hi is None or b_v is None else lo_hi[0] <= b_v <= lo_hi[1]
+        moves = a_v is not None and b_v is not None and a_v > 0 and abs(b_v / a_v - 1) >= MOVES
+        scores.append({"name": name, "err": err, "dir": d, "in": hit, "moves": moves})
+        cells.append(
+            f"{_fmt(a_v) + ' → ' + _fmt(b_v) + ' (' + _fmt(p_v) + ')':<28} "
+            f"{'n/a' if err is None else f'{err:.0%}':>5} "
+            f"{'' if d is None else ('ok' if d else 'NO'):>3} "
+            f"{'' if hit is None else ('y' if hit else 'n'):>3}"
+        )
+    return cells, scores
+
+
+def _summary(scores: list[dict[str, Any]], what: str) -> None:
+    for name in ("ttft_p99", "itl_p99"):
+        es = [s["err"] for s in scores if s["name"] == name and s["err"] is not None]
+        if es:
+            print(
+                f"median_rel_error_{name}[{what}]: {statistics.median(es):.3f} "
+                f"(worst {max(es):.2f}, {len(es)} figures)"
+            )
+    dirs = [s["dir"] for s in scores if s["dir"] is not None]
+    inside = [s["in"] for s in scores if s["in"] is not None]
+    print(f"direction_right[{what}]: {sum(dirs)}/{len(dirs)}")
+    print(f"interval_holds[{what}]: {sum(inside)}/{len(inside)}")
+
+
+def report(rows: list[dict[str, Any]]) -> None:
+    """The table, then the medians over the figures that move and over all."""
+    head = (
+        f"{'KEY':<22} {'scenario':<22} {'change':<30} {'s':>4} {'TTFT p99 A→B (pred)':<28} "
+        f"{'err':>5} {'dir':>3} {'in':>3}  {'ITL p99 A→B (pred)':<28} {'err':>5} {'dir':>3} "
+        f"{'in':>3} {'replay':>6}"
+    )
+    print(head)
+    every: list[dict[str, Any]] = []
+    per_key: dict[str, list[float]] = {}
+    for r in rows:
+        p = r["pair"]
+        cells, scores = _cells(r)
+        every += scores
+        per_key.setdefault(p.key, []).extend(s["err"] for s in scores if s["err"] is not None)
+        rep = r["replay_error"]
+        print(
+            f"{p.key:<22} {p.scenario:<22} {p.label + ' (' + str(r['value']) + ')':<30} "
+            f"{r['duration']:>4.0f} {cells[0]}  {cells[1]} "
+            f"{'n/a' if rep is None else f'{rep:.0%}':>6}"
+        )
+    print()
+    for key, es in per_key.items():
+        if es:
+            print(f"median_rel_error[{key}]: {statistics.median(es):.3f}")
+    _summary([s for s in every if s["moves"]], f"moves {MOVES:.0%}+")
+    _summary(every, "all")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--duration", type=float, default=300.0, help="seconds per run (300)")
     ap.add_argument("--jobs", type=int, default=2, help="pairs run at once (2)")
     ap.add_argument("--only", help="only the pairs of one KEY")
+    ap.add_argument("--pairs", choices=sorted(SETS), default="all", help="which pairs (all)")
+    ap.add_argument("--scenario", help="only the pairs of one scenario")
+    ap.add_argument("--truth-runs", type=int, default=TRUTH_RUNS, help="runs of A and B (3)")
     args = ap.parse_args()
-    pairs = [p for p in PAIRS if args.only in (None, p.key)]
-    work = [(i, p, args.duration) for i, p in enumerate(pairs)]
+    pairs = [
+        p
+        for p in SETS[args.pairs]
+        if args.only in (None, p.key) and args.scenario in (None, p.scenario)
+    ]
+    work = [(i, p, args.duration, args.truth_runs) for i, p in enumerate(pairs)]
     rows = []
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:
@@ -248,53 +215,11 @@ def main() -> int:
             )
     print("fit check on simulator pairs (checks the fitting, not the twin's truth on vLLM)")
     print(
-        f"runs of {args.duration:g} s; err: relative error of B's predicted p99; "
-        "dir: direction of the change; in: B inside the predicted interval"
+        f"runs of {args.duration:g} s unless the pair says (s); err: relative error of B's "
+        "predicted p99; dir: direction of the change; in: B inside the predicted interval"
     )
     print()
-    head = (
-        f"{'KEY':<22} {'scenario':<22} {'change':<28} {'TTFT p99 A→B (pred)':<28} "
-        f"{'err':>5} {'dir':>3} {'in':>3}  {'ITL p99 A→B (pred)':<28} {'err':>5} {'dir':>3} "
-        f"{'in':>3} {'replay':>6}"
-    )
-    print(head)
-    errs: dict[str, list[float]] = {"ttft_p99": [], "itl_p99": []}
-    dirs: list[bool] = []
-    inside: list[bool] = []
-    per_key: dict[str, list[float]] = {}
-    for r in rows:
-        p = r["pair"]
-        cells = []
-        for name in ("ttft_p99", "itl_p99"):
-            a_v, b_v, p_v, lo_hi, effect = r[name]
-            err = None if b_v is None or p_v is None or b_v <= 0 else abs(p_v - b_v) / b_v
-            d = _direction(a_v, b_v, effect)
-            hit = None if lo_hi is None or b_v is None else lo_hi[0] <= b_v <= lo_hi[1]
-            if err is not None:
-                errs[name].append(err)
-                per_key.setdefault(p.key, []).append(err)
-            if d is not None:
-                dirs.append(d)
-            if hit is not None:
-                inside.append(hit)
-            cells.append(
-                f"{_fmt(a_v) + ' → ' + _fmt(b_v) + ' (' + _fmt(p_v) + ')':<28} "
-                f"{'n/a' if err is None else f'{err:.0%}':>5} "
-                f"{'' if d is None else ('ok' if d else 'NO'):>3} "
-                f"{'' if hit is None else ('y' if hit else 'n'):>3}"
-            )
-        rep = r["replay_error"]
-        print(
-            f"{p.key:<22} {p.scenario:<22} {p.label + ' (' + str(r['value']) + ')':<28} "
-            f"{cells[0]}  {cells[1]} {'n/a' if rep is None else f'{rep:.0%}':>6}"
-        )
-    print()
-    for key, es in per_key.items():
-        print(f"median_rel_error[{key}]: {statistics.median(es):.3f}")
-    for name, es in errs.items():
-        print(f"median_rel_error_{name}: {statistics.median(es):.3f}" if es else f"{name}: n/a")
-    print(f"direction_right: {sum(dirs)}/{len(dirs)}")
-    print(f"interval_holds: {sum(inside)}/{len(inside)}")
+    report(rows)
     print(f"pairs: {len(rows)}; wall_s: {time.perf_counter() - t0:.0f}")
     return 0
 

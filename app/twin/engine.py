@@ -79,6 +79,10 @@ class Outcome:
     # engine's TTFT here, while vLLM books it in neither queue nor prefill (its engine core
     # reads a new request between two steps), so on a page it is in the API server's share.
     step_wait_mean: float | None = None
+    # The steps the run took against those the span showed (``Twin.seen``): the largest
+    # step's new tokens and sequences, and the share of the step time spent in steps
+    # beyond the span's (app.twin.extrapolate).
+    extent: Extent | None = field(default=None, compare=False)
 
 
 class _Samples(Hist):
@@ -154,6 +158,60 @@ class _AtSpeed:
 
     def draft_time(self, tokens: int, cost: float) -> float:
         return 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Extent:
+    """The steps a run took: its largest step's new tokens and sequences, and the share
+    of its step time in steps larger than the span showed (by ``GROW`` or more)."""
+
+    tokens: int
+    seqs: int
+    beyond_tokens: float
+    beyond_seqs: float
+
+
+# A step counts as beyond the span's when it is this much larger than the largest seen.
+GROW = 1.25
+
+
+class _Tracked:
+    """The physics of a run, keeping its :class:`Extent` against the span's steps."""
+
+    __slots__ = ("inner", "overhead_s", "seen_tokens", "seen_seqs", "total", "tokens", "seqs",
+                 "over_tokens", "over_seqs")  # fmt: skip
+
+    def __init__(self, inner: object, seen_tokens: float, seen_seqs: float) -> None:
+        self.inner = inner
+        self.overhead_s = getattr(inner, "overhead_s", 0.0)
+        self.seen_tokens = seen_tokens * GROW
+        self.seen_seqs = seen_seqs * GROW
+        self.total = self.over_tokens = self.over_seqs = 0.0
+        self.tokens = self.seqs = 0
+
+    def step_time(
+        self, new_tokens: int, attn_pairs: float, context_tokens: int, num_seqs: int
+    ) -> float:
+        dt: float = self.inner.step_time(  # type: ignore[attr-defined]
+            new_tokens, attn_pairs, context_tokens, num_seqs
+        )
+        self.total += dt
+        if new_tokens > self.tokens:
+            self.tokens = new_tokens
+        if num_seqs > self.seqs:
+            self.seqs = num_seqs
+        if new_tokens > self.seen_tokens:
+            self.over_tokens += dt
+        if num_seqs > self.seen_seqs:
+            self.over_seqs += dt
+        return dt
+
+    def draft_time(self, tokens: int, cost: float) -> float:
+        return 0.0
+
+    def extent(self) -> Extent:
+        t = self.total if self.total > 0 else 1.0
+        return Extent(self.tokens, self.seqs, self.over_tokens / t, self.over_seqs / t)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +308,10 @@ def run(
     if twin.speed:
         replica.physics = _AtSpeed(cfg.step, twin.speed, replica)  # type: ignore[assignment]
     replica.advance_to(WARMUP_S)
+    tracked = None
+    if twin.seen is not None:
+        tracked = _Tracked(replica.physics, twin.seen.tokens, twin.seen.running)
+        replica.physics = tracked  # type: ignore[assignment]
     m = replica.metrics
     ttfts = _Samples(ttft_bounds)
     m.ttft = ttfts
@@ -289,4 +351,5 @@ def run(
         tuple(ttfts.values),
         seed,
         step_wait,
+        None if tracked is None else tracked.extent(),
     )

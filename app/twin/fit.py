@@ -32,7 +32,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any
 
 from app.diagnose.server import ServerSettings, ServerView, resolve
@@ -40,14 +39,10 @@ from app.model import Window
 from app.twin.frontend import NONE, FrontEnd, fit_mean
 from app.twin.lengths import LengthFit, fit_lengths
 from app.twin.speed import timeline
+from app.twin.stepobs import Seen, alternatives, observations, priors, seen_steps
 from app.twin.steptime import Observation, StepFit, StepModel, fit_step
 
 DEFAULT_MAX_MODEL_LEN = 32768
-# Sequences running on average from which an engine is taken as never idle in a window
-# (with requests waiting it never is).
-BUSY_RUNNING = 4.0
-# Points of a prompt-length distribution a chunk step's roofline is averaged over.
-SPREAD_POINTS = 12
 # max_num_seqs from the page (:func:`pinned_running`): requests waiting on average in a
 # window for its running count to be held by the cap; the KV usage under which the pool
 # is not what holds it; how far a window's mean running count may sit from the cap (a
@@ -111,6 +106,10 @@ class Twin:
     frontend: FrontEnd = NONE
     # (tile start, step-time factor) from the span's start: its speed (app.twin.speed).
     speed: tuple[tuple[float, float], ...] = ()
+    seen: Seen | None = None
+    # Step models as consistent with the windows, other priors where they are silent
+    # (app.twin.stepobs.alternatives): what a prediction past ``seen`` may as well be.
+    alternatives: tuple[tuple[str, str, StepModel], ...] = ()
 
     @property
     def rate_mean(self) -> float:
@@ -148,6 +147,7 @@ class Twin:
             "frontend": self.frontend.to_dict(),
             "speed_timeline": [[round(t, 1), round(k, 4)] for t, k in self.speed],
             "step_time": {**self.step.to_dict(), "residual": round(self.step_residual, 4)},
+            "steps_seen": None if self.seen is None else self.seen.to_dict(),
             "sources": dict(self.sources),
         }
 
@@ -336,143 +336,6 @@ def _pool_estimate(span: Span, prompt: LengthFit, output: LengthFit, block: int)
     return max(1, math.ceil(best / block))
 
 
-def _context(t: Window, engine: Engine, prompt: LengthFit, output: LengthFit) -> float:
-    kv = t.derived.kv_usage_avg
-    if kv is not None:
-        return kv * engine.num_gpu_blocks * engine.block_size
-    run = t.derived.running_avg or 0.0
-    return run * (prompt.mean + output.mean / 2)
-
-
-def spread(sigma: float, points: int = SPREAD_POINTS) -> tuple[float, ...]:
-    """Equally likely lengths of a lognormal of spread ``sigma``, as multipliers of its
-    mean (their mean is about 1)."""
-    if sigma <= 0:
-        return (1.0,)
-    nd = NormalDist()
-    us = [
-        math.exp(sigma * nd.inv_cdf((j + 0.5) / points) - sigma * sigma / 2) for j in range(points)
-    ]
-    total = sum(us) / points
-    return tuple(u / total for u in us)
-
-
-def _spread(prompt: LengthFit) -> tuple[float, ...]:
-    """The prompt's equally likely lengths as multipliers of its mean: the lognormal's
-    (:func:`spread`) or, where the lengths are the histogram's buckets, theirs."""
-    if not prompt.pieces:
-        return spread(prompt.sigma)
-    points = [prompt.quantile((j + 0.5) / SPREAD_POINTS) for j in range(SPREAD_POINTS)]
-    mean = sum(points) / len(points)
-    return tuple(p / mean for p in points) if mean > 0 else (1.0,)
-
-
-def observations(
-    span: Span, engine: Engine, prompt: LengthFit, output: LengthFit
-) -> list[Observation]:
-    """The step-time equations of the span's tiles (:mod:`app.twin.steptime`)."""
-    out: list[Observation] = []
-    lengths = _spread(prompt)
-    budget = float(engine.max_num_batched_tokens)
-    for i, t in enumerate(span.tiles):
-        run = t.derived.running_avg
-        ctx = _context(t, engine, prompt, output)
-        gaps = t.observations.get("itl", 0.0)
-        itl = t.means.get("itl")
-        p = t.derived.uncached_prompt_tokens_mean or t.derived.prompt_tokens_mean
-        if not run or run <= 0:
-            continue
-        others = max(run - 1.0, 0.0)
-        share, chunk, shared = _chunks(t, p, engine)
-        chunks = {
-            "prompt": chunk,
-            "others": others,
-            "chunk_share": share,
-            "budget": math.inf if shared else budget,
-            "spread": (1.0,) if shared else lengths,
-        }
-        if itl and gaps >= 10:
-            out.append(Observation("decode", itl, _trust(t, gaps), run, ctx, **chunks, tile=i))  # type: ignore[arg-type]
-        steps = t.observations.get("step_tokens", 0.0)
-        waiting = t.derived.waiting_avg or 0.0
-        if steps >= 10 and (run >= BUSY_RUNNING or waiting >= 1.0) and t.covered > 0:
-            weight = math.sqrt(min(steps, 1e4))
-            out.append(Observation("busy", t.covered / steps, weight, run, ctx, **chunks))  # type: ignore[arg-type]
-        pre = t.means.get("prefill_time")
-        n_pre = t.observations.get("prefill_time", 0.0)
-        if pre and n_pre >= 3 and p:
-            n_chunks = max(1.0, math.ceil(p / budget))
-            # When prompts shared steps in this window, each step carried more than one
-            # prompt's chunk: the others' prompt tokens are beside its own.
-            extra = max(chunk - p / n_chunks, 0.0) if shared else 0.0
-            out.append(
-                Observation(
-                    "prefill",
-                    pre,
-                    math.sqrt(min(n_pre * n_chunks, 1e4)),
-                    run,
-                    ctx,
-                    prompt=p,
-                    others=others + extra,
-                    budget=budget,
-                    spread=lengths,
-                )
-            )
-    return out
-
-
-def _trust(t: Window, gaps: float) -> float:
-    """A decode window's weight: the root of the steps it saw (each step one draw of the
-    step time; the gaps are as many per step as sequences decoding)."""
-    steps = t.observations.get("step_tokens", 0.0)
-    return math.sqrt(min(steps if steps > 0 else gaps, 1e4))
-
-
-def _chunks(t: Window, p: float | None, engine: Engine) -> tuple[float, float, bool]:
-    """The share of a window's steps that carried a prompt chunk, the prompt tokens of
-    such a step, and whether prompts shared steps.
-
-    The prompt tokens computed are the steps' tokens (``iteration_tokens``' sum) less
-    the tokens generated — recomputation after a preemption included, which the first
-    tokens alone would miss (without those counters: first tokens × the mean uncached
-    prompt); a chunk is the mean uncached prompt, at most the token budget. When there
-    were more chunks than steps, several prompts shared a step: every step carried a
-    chunk, of the prompt tokens computed per step.
-    """
-    steps = t.observations.get("step_tokens", 0.0)
-    if not p or steps <= 0:
-        return 0.0, 0.0, False
-    chunk = min(p, float(engine.max_num_batched_tokens))
-    tokens = t.histograms.get("step_tokens")
-    generated = t.increases.get("generation_tokens")
-    if tokens is not None and generated is not None:
-        computed = max(tokens.sum - generated, 0.0)
-    else:
-        computed = t.observations.get("ttft", 0.0) * p
-    share = computed / chunk / steps
-    if share > 1.0:
-        return 1.0, computed / steps, True
-    return share, chunk, False
-
-
-def priors(obs: list[Observation]) -> dict[str, tuple[float, str]]:
-    """Where the data are silent (``docs/concepts.md``): decode is bandwidth-bound, so
-    the step is flat in the batch and in the tokens of a decode; K/V reads are taken as
-    free next to the weights; the base is the shortest decode step seen."""
-    decode = [o.y for o in obs if o.kind == "decode"]
-    base = min(decode) if decode else min(o.y for o in obs)
-    return {
-        "base": (base, "the shortest mean decode step seen"),
-        "per_seq": (0.0, "flat in the batch (decode is bandwidth-bound)"),
-        "per_token": (
-            base / 256,
-            "a step of 256 new tokens costs a weight read (a GPU's ridge point at 16 bit)",
-        ),
-        "per_context": (0.0, "K/V reads taken as free next to the weights"),
-        "compute_base": (0.0, "a compute-bound step costs only its tokens"),
-    }
-
-
 def fit(span: Span) -> Twin:
     """The twin of a span (module docstring); :class:`FitError` when it cannot be."""
     whole = span.whole
@@ -503,13 +366,15 @@ def fit(span: Span) -> Twin:
     else:
         sources["prefix_cache_hit_rate"] = "prefix_cache_hits / prefix_cache_queries"
     engine = _engine(span, prompt, output, warnings, sources)
-    obs = observations(span, engine, prompt, output)
+    obs = observations(span.tiles, engine, prompt, output)
     if not any(o.kind == "decode" for o in obs):
         raise FitError(
             "no window of the span has inter-token gaps with sequences running: nothing to fit "
             "the step time on"
         )
-    fitted = fit_step(obs, priors(obs))
+    pool = float(engine.num_gpu_blocks * engine.block_size)
+    prior = priors(obs, pool)
+    fitted = fit_step(obs, prior)
     assert fitted is not None
     warnings.extend(_step_warnings(fitted, obs))
     for term, src in fitted.sources.items():
@@ -521,6 +386,7 @@ def fit(span: Span) -> Twin:
     speed = timeline(obs, fitted.model, [t.start - whole.start for t in span.tiles])
     if speed:
         sources["speed"] = "each window's mean inter-token gap ÷ the step time's"
+    seen = seen_steps(span.tiles, obs, engine)
     frontend, fe_warning = fit_mean(whole)
     if fe_warning:
         warnings.append(fe_warning)
@@ -539,6 +405,8 @@ def fit(span: Span) -> Twin:
         tuple(warnings),
         frontend,
         speed,
+        seen,
+        alternatives(obs, prior, fitted.model, seen),
     )
 
 

@@ -9,7 +9,7 @@ bandwidth-bound, so extra sequences are almost free — until the tokens the ste
 ``per_seq`` is the little each sequence adds (sampling, bookkeeping). BLIS fits a line of
 the same quantities from request traces; here the roofline is fitted from windows.
 
-The observations (``app.twin.fit.observations``), each a window of the span:
+The observations (``app.twin.stepobs.observations``), each a window of the span:
 
 * **decode**: the mean inter-token gap ≈ the mean step a decoding sequence waits for:
   a share ``q`` of the steps carried a prompt chunk of ``T`` tokens (from the prompt
@@ -47,6 +47,12 @@ import math
 from dataclasses import dataclass, replace
 
 TERMS: tuple[str, ...] = ("base", "per_seq", "per_token", "per_context", "compute_base")
+# The model's shape, held at its priors by the fit: the overlap of its two sides, and
+# attention's compute per pair (:class:`StepModel`).
+SHAPE: tuple[str, ...] = ("overlap", "attention")
+# A prior of ``per_context`` as a share of ``base`` (a cached token's read against the
+# weights' read): where the data do not price the K/V read, it is tied to the base so.
+POOL_READ = "pool_read"
 Row = tuple[float, float, float, float, float]
 RIDGE = 1e-3
 
@@ -54,13 +60,22 @@ RIDGE = 1e-3
 @dataclass(frozen=True, slots=True)
 class StepModel:
     """Seconds per step (module docstring). Duck-types the simulator's ``Physics`` for
-    the engine: ``step_time``, ``overhead_s``, ``draft_time``."""
+    the engine: ``step_time``, ``overhead_s``, ``draft_time``.
+
+    ``overlap``: the share of the smaller side of the roofline a step still pays (a step
+    near the ridge reaches neither peak: at the ridge it costs ``1 + overlap`` times
+    either side; a mixed step pays both, its chunk's compute and its decodes' reads).
+    ``attention``: a prompt token's attention to one token of context, in prompt tokens'
+    compute (``4·layers·hidden`` over ``2·params`` FLOPs: about ``1 / (6·hidden)``).
+    Both are physics priors the fit holds fixed."""
 
     base: float
     per_seq: float
     per_token: float
     per_context: float
     compute_base: float = 0.0
+    overlap: float = 0.0
+    attention: float = 0.0
 
     @property
     def overhead_s(self) -> float:
@@ -69,9 +84,15 @@ class StepModel:
     def step_time(
         self, new_tokens: int, attn_pairs: float, context_tokens: int, num_seqs: int
     ) -> float:
+        """``attn_pairs``: every new token's context, summed (the engine's count, which
+        holds the decodes' too: their context is ``context_tokens`` and is read, not
+        computed, so it is taken off)."""
         memory = self.base + self.per_context * context_tokens
-        compute = self.compute_base + self.per_token * new_tokens
-        return (compute if compute > memory else memory) + self.per_seq * num_seqs
+        pairs = attn_pairs - context_tokens if attn_pairs > context_tokens else 0.0
+        compute = self.compute_base + self.per_token * (new_tokens + self.attention * pairs)
+        if compute > memory:
+            return compute + self.overlap * memory + self.per_seq * num_seqs
+        return memory + self.overlap * compute + self.per_seq * num_seqs
 
     def draft_time(self, tokens: int, cost: float) -> float:
         return 0.0
@@ -87,7 +108,7 @@ class StepModel:
         )
 
     def to_dict(self) -> dict[str, float]:
-        return {t: float(f"{getattr(self, t):.4g}") for t in TERMS}
+        return {t: float(f"{getattr(self, t):.4g}") for t in (*TERMS, *SHAPE)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +137,11 @@ class Observation:
     budget: float = math.inf
     spread: tuple[float, ...] = (1.0,)
     tile: int = -1  # the window's index in the span; -1: none
+    # The cached prefix every prompt token attends to besides its own prompt (the prefix
+    # cache's hits), and — a decode observation's chunk being at most the budget — the
+    # uncached prompt the chunk is part of (0: the chunk is the whole prompt).
+    prefix: float = 0.0
+    whole: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,42 +183,51 @@ def _compute_bound(m: StepModel | None, tokens: float, ctx: float) -> bool:
     return m is None or m.compute_base + m.per_token * tokens >= m.base + m.per_context * ctx
 
 
-def _step_row(m: StepModel | None, tokens: float, ctx: float, steps: float) -> Row:
-    """``steps`` steps of ``tokens`` new tokens each, on their side of the roofline."""
+def _step_row(m: StepModel | None, tokens: float, ctx: float, steps: float, overlap: float) -> Row:
+    """``steps`` steps of ``tokens`` new tokens each (attention's pairs counted in), on
+    their side of the roofline, paying ``overlap`` of the other side."""
     if _compute_bound(m, tokens, ctx):
-        return (0.0, 0.0, tokens * steps, 0.0, steps)
-    return (steps, 0.0, 0.0, ctx * steps, 0.0)
+        return (overlap * steps, 0.0, tokens * steps, overlap * ctx * steps, steps)
+    return (steps, 0.0, overlap * tokens * steps, ctx * steps, overlap * steps)
 
 
 def _add(a: Row, b: Row, k: float = 1.0) -> Row:
     return (a[0] + k * b[0], a[1] + k * b[1], a[2] + k * b[2], a[3] + k * b[3], a[4] + k * b[4])
 
 
-def _row(o: Observation, m: StepModel | None) -> Row:
+def _row(o: Observation, m: StepModel | None, shape: tuple[float, float]) -> Row:
     """An observation's coefficients of the terms (``TERMS``), each of its chunk steps put
     on the side of the roofline ``m`` gives it (compute-bound when ``m`` is None),
-    averaged over the prompt's ``spread``."""
+    averaged over the prompt's ``spread``; ``shape``: the model's overlap and attention.
+    A prompt of ``P`` uncached tokens after a cached prefix of ``h`` attends to
+    ``P·h + P²/2`` pairs, a ``k``-th of them a chunk."""
+    overlap, attention = shape
     row: Row = (0.0, 0.0, 0.0, 0.0, 0.0)
     share = 1.0 / len(o.spread)
     if o.kind == "prefill":
         for u in o.spread:
             p = o.prompt * u
             chunks = max(1.0, math.ceil(p / o.budget))
-            step = _step_row(m, p / chunks + o.others, o.context, chunks)
+            tokens = p / chunks + o.others + attention * p * (o.prefix + p / 2) / chunks
+            step = _step_row(m, tokens, o.context, chunks, overlap)
             row = _add(row, _add(step, (0.0, chunks * max(o.running, 1.0), 0.0, 0.0, 0.0)), share)
         return row
     q = o.chunk_share
     # The decode-only steps (a token per running sequence) on their side of the roofline
     # too, as the engine prices them (``StepModel.step_time``); memory-bound at first.
     if m is None:
-        decode: Row = (1.0 - q, 0.0, 0.0, (1.0 - q) * o.context, 0.0)
+        decode: Row = (1.0 - q, 0.0, overlap * (1.0 - q) * o.running, (1.0 - q) * o.context,
+                       overlap * (1.0 - q))  # fmt: skip
     else:
-        decode = _step_row(m, o.running, o.context, 1.0 - q)
+        decode = _step_row(m, o.running, o.context, 1.0 - q, overlap)
     row = _add(_add(decode, (0.0, o.running, 0.0, 0.0, 0.0)), row)
     if q > 0:
         for u in o.spread:
-            tokens = min(o.prompt * u, o.budget) + o.others
-            row = _add(row, _step_row(m, tokens, o.context, q), share)
+            chunk = min(o.prompt * u, o.budget)
+            # A chunk in the middle of its prompt: the prefix and half the prompt before it.
+            pairs = chunk * (o.prefix + max(chunk, (o.whole or o.prompt) * u) / 2)
+            tokens = chunk + o.others + attention * pairs
+            row = _add(row, _step_row(m, tokens, o.context, q, overlap), share)
     return row
 
 
@@ -208,23 +243,25 @@ def fit_step(obs: list[Observation], priors: dict[str, tuple[float, str]]) -> St
     ]
     if not any(o.kind != "prefill" for o in obs):
         return None
+    shape = tuple(priors[k][0] if k in priors else 0.0 for k in SHAPE)
+    overlap, attention = shape
     model: StepModel | None = None
     # Each round's model, priced with its own sides of the roofline; where the sides do
     # not settle (few windows: the rounds cycle), the one that explains the data best.
     tried: list[tuple[float, StepModel, dict[str, str]]] = []
     for _ in range(ROUNDS):
-        rows = [(_row(o, model), o) for o in obs]
+        rows = [(_row(o, model, (overlap, attention)), o) for o in obs]
         values, sources = _fit_terms(rows, priors)
         if values["base"] <= 0:
             values["base"] = max(min(o.y for o in obs if o.kind != "prefill") * 0.5, 1e-4)
-        new = StepModel(**values)
+        new = StepModel(**values, overlap=overlap, attention=attention)
         if new == model:
             break
         model = new
         tried.append((_residual(obs, model), model, sources))
     _, model, sources = min(tried, key=lambda t: t[0])
     warnings: list[str] = []
-    if not any(r[2] > 0 for r, _ in ((_row(o, model), o) for o in obs)):
+    if not any(_row(o, model, (0.0, attention))[2] > 0 for o in obs):
         warnings.append(
             "no step was compute-bound: a prompt token is priced by its prior ("
             + priors["per_token"][1]
@@ -240,11 +277,15 @@ def _fit_terms(
     """Least squares over the terms the rows can show (module docstring)."""
     values = {t: priors[t][0] for t in TERMS}
     sources = {t: f"prior: {priors[t][1]}" for t in TERMS}
+    tie = priors[POOL_READ][0] if POOL_READ in priors else 0.0
     free = [k for k in range(len(TERMS)) if k == 0 or _varies(rows, k)]
     for k in free:
         sources[TERMS[k]] = "data"
+    tied = rows
+    if 3 not in free and tie > 0:
+        tied = _tied(rows, tie)
     while free:
-        fit = _least_squares(rows, free, values)
+        fit = _least_squares(tied, free, values)
         if fit is None:
             break
         coef, t = fit
@@ -259,7 +300,19 @@ def _fit_terms(
         free.remove(k)
         values[TERMS[k]] = priors[TERMS[k]][0]
         sources[TERMS[k]] = f"prior: {priors[TERMS[k]][1]} (the data do not pin this slope down)"
+        if k == 3 and tie > 0:
+            tied = _tied(rows, tie)
+    if tied is not rows:
+        # The K/V read the data could not price: the prior's share of the weight read.
+        values["per_context"] = tie * values["base"]
+        sources["per_context"] = f"prior: {priors[POOL_READ][1]}"
     return values, sources
+
+
+def _tied(rows: list[tuple[Row, Observation]], tie: float) -> list[tuple[Row, Observation]]:
+    """The rows with ``per_context`` held at ``tie × base``: its column folded into the
+    base's, so the base is fitted with the K/V read the prior gives it."""
+    return [((r[0] + tie * r[3], r[1], r[2], 0.0, r[4]), o) for r, o in rows]
 
 
 def _varies(rows: list[tuple[Row, Observation]], k: int) -> bool:
@@ -277,7 +330,7 @@ def _varies(rows: list[tuple[Row, Observation]], k: int) -> bool:
 
 def predict(o: Observation, m: StepModel) -> float:
     """An observation's seconds under ``m``."""
-    r = _row(o, m)
+    r = _row(o, m, (m.overlap, m.attention))
     return float(sum(getattr(m, t) * r[k] for k, t in enumerate(TERMS)))
 
 

@@ -27,8 +27,10 @@ from typing import Any
 
 from app.model import Quantile, Window
 from app.twin.engine import Knobs, Outcome, run
+from app.twin.extrapolate import widen
 from app.twin.fit import Twin
 from app.twin.frontend import FrontEnd, fit_sigma, less_step_wait, ttft_quantiles
+from app.twin.tune import itl_scale, tune_compute
 
 MIN_ERROR = 0.10
 # A prediction whose replay misses the measured span by more than this is unreliable:
@@ -323,11 +325,8 @@ def calibrate(twin: Twin, whole: Window, *, seeds: int = SEEDS) -> Calibration:
         raise ValueError("the span has no TTFT or ITL histogram")
     bounds = {"ttft_bounds": tuple(ttft_h.bounds), "itl_bounds": tuple(itl_h.bounds)}
     base = measured(whole)
-    target_itl = whole.means.get("itl")
-    scale = 1.0
-    first = run(twin, Knobs(), seed=0, **bounds)
-    if target_itl and first.itl_mean:
-        scale = min(max(target_itl / first.itl_mean, 0.5), 2.0)
+    scale, prefill = itl_scale(twin, whole, bounds)
+    twin, scale = tune_compute(twin, whole, bounds, scale, prefill)
     outs = [run(twin, Knobs(step_scale=scale), seed=s, **bounds) for s in range(seeds)]
     fe = less_step_wait(twin.frontend, _median([o.step_wait_mean for o in outs]))
     twin = dataclasses.replace(twin, frontend=fe, sources={**twin.sources, "frontend": fe.source})
@@ -408,10 +407,18 @@ def predict_from(
     twin, scale = cal.twin, cal.scale
     predicted, ratio, runs = estimate(cal, knobs)
     r = max(twin.step_residual, 0.02)
-    spread = runs + [
-        run(twin, _with_scale(knobs, scale * (1 + r)), seed=0, **cal.bounds),
-        run(twin, _with_scale(knobs, scale * max(1 - r, 0.5)), seed=0, **cal.bounds),
-    ]
+    # Past the steps the span showed, the step fits that explain it as well (app.twin.
+    # extrapolate): the interval spans them, and the note says so.
+    wider, note = widen(twin, scale, cal.bounds, knobs, runs)
+    notes = [*(notes or ()), *([note] if note else [])]
+    spread = (
+        runs
+        + wider
+        + [
+            run(twin, _with_scale(knobs, scale * (1 + r)), seed=0, **cal.bounds),
+            run(twin, _with_scale(knobs, scale * max(1 - r, 0.5)), seed=0, **cal.bounds),
+        ]
+    )
     interval: dict[str, tuple[float, float] | None] = {}
     for name in ("ttft_p99", "itl_p99", "ttft_p50", "itl_p50"):
         k = ratio[name]

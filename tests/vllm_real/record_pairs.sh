@@ -36,11 +36,18 @@
 #   budget        --max-num-batched-tokens 2048 → 256, 8 req/s (fixed: far from capacity
 #                 on either side): 70 % 64-word prompts with 128-token answers, 30 %
 #                 900-word prompts with 64                    --set max_num_batched_tokens=256
+#   budgetup      --max-num-batched-tokens 128 → 1024, 8 req/s (fixed): 70 % 48-word
+#                 prompts with 128-token answers, 30 % 800-word prompts with 64: a chunk
+#                 budget raised past every chunk A shows   --set max_num_batched_tokens=1024
+#   kvpool15      --num-gpu-blocks-override 16 → 24 at 0.8 C of kvpool4x's load: a KV pool
+#                 ×1.5 on a pressured server                    --set num_gpu_blocks=24
+#   maxseqsdown   --max-num-seqs 16 → 4 at 0.2 C of 32-word prompts with 512-token answers
+#                 (decode-heavy; B at about 0.8 of its own capacity)  --set max_num_seqs=4
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 WARMUP="${WARMUP:-30}"  # the environment may override these two (a quick check)
 PAUSE="${PAUSE:-10}"
-PAIRS_ALL="traffic2 maxseqs4to16 kvpool4x budget"
+PAIRS_ALL="traffic2 maxseqs4to16 kvpool4x budget budgetup kvpool15 maxseqsdown"
 COMMON=(--dtype float32 --enforce-eager --max-model-len 1024
   --gpu-memory-utilization "${VLLM_CPU_MEMORY_UTILIZATION:-0.3}")
 SEED=1
@@ -57,6 +64,12 @@ flags_of() {
     kvpool4x:B) echo "--max-num-seqs 16 --max-num-batched-tokens 2048 --num-gpu-blocks-override 64" ;;
     budget:A) echo "--max-num-seqs 16 --max-num-batched-tokens 2048 --num-gpu-blocks-override 256" ;;
     budget:B) echo "--max-num-seqs 16 --max-num-batched-tokens 256 --num-gpu-blocks-override 256" ;;
+    budgetup:A) echo "--max-num-seqs 16 --max-num-batched-tokens 128 --num-gpu-blocks-override 256" ;;
+    budgetup:B) echo "--max-num-seqs 16 --max-num-batched-tokens 1024 --num-gpu-blocks-override 256" ;;
+    kvpool15:A) echo "--max-num-seqs 16 --max-num-batched-tokens 2048 --num-gpu-blocks-override 16" ;;
+    kvpool15:B) echo "--max-num-seqs 16 --max-num-batched-tokens 2048 --num-gpu-blocks-override 24" ;;
+    maxseqsdown:A) echo "--max-num-seqs 16 --max-num-batched-tokens 2048 --num-gpu-blocks-override 256" ;;
+    maxseqsdown:B) echo "--max-num-seqs 4 --max-num-batched-tokens 2048 --num-gpu-blocks-override 256" ;;
     *) echo "unknown pair or side $1 $2" >&2; return 1 ;;
   esac
 }
@@ -66,7 +79,9 @@ flags_of() {
 load_of() {
   case "$1:$2" in
     traffic2:[AB] | maxseqs4to16:[AB]) echo "--rate RATE --seed $SEED ${MIX[*]} --max-in-flight $CAP" ;;
-    kvpool4x:[AB]) echo "--rate RATE --seed $SEED --class 1:300:600 --max-in-flight $CAP" ;;
+    kvpool4x:[AB] | kvpool15:[AB]) echo "--rate RATE --seed $SEED --class 1:300:600 --max-in-flight $CAP" ;;
+    maxseqsdown:[AB]) echo "--rate RATE --seed $SEED --class 1:32:512 --max-in-flight $CAP" ;;
+    budgetup:[AB]) echo "--rate 8 --seed $SEED --class 7:48:128 --class 3:800:64 --max-in-flight 64" ;;
     budget:[AB]) echo "--rate 8 --seed $SEED --class 7:64:128 --class 3:900:64 --max-in-flight 64" ;;
     *) echo "unknown pair or side $1 $2" >&2; return 1 ;;
   esac
@@ -76,7 +91,8 @@ load_of() {
 share_of() {
   case "$1:$2" in
     traffic2:A) echo 0.4 ;;
-    traffic2:B | maxseqs4to16:[AB] | kvpool4x:[AB]) echo 0.8 ;;
+    traffic2:B | maxseqs4to16:[AB] | kvpool4x:[AB] | kvpool15:[AB]) echo 0.8 ;;
+    maxseqsdown:[AB]) echo 0.2 ;;
     *) echo "" ;;
   esac
 }
@@ -85,7 +101,8 @@ share_of() {
 probe_of() {
   case "$1" in
     traffic2 | maxseqs4to16) echo "--rate 25 ${MIX[*]}" ;;
-    kvpool4x) echo "--rate 6 --class 1:300:600" ;;
+    kvpool4x | kvpool15) echo "--rate 6 --class 1:300:600" ;;
+    maxseqsdown) echo "--rate 40 --class 1:32:512" ;;
     *) echo "" ;;
   esac
 }
@@ -119,11 +136,21 @@ whatif_of() {
     maxseqs4to16) echo "--set max_num_seqs=16 --server max_num_seqs=4" ;;
     kvpool4x) echo "--set num_gpu_blocks=64 --server max_num_seqs=16" ;;
     budget) echo "--set max_num_batched_tokens=256 --server max_num_seqs=16" ;;
+    budgetup) echo "--set max_num_batched_tokens=1024 --server max_num_seqs=16" ;;
+    kvpool15) echo "--set num_gpu_blocks=24 --server max_num_seqs=16" ;;
+    maxseqsdown) echo "--set max_num_seqs=4 --server max_num_seqs=16" ;;
     *) echo "unknown pair $1" >&2; return 1 ;;
   esac
   # every pair: A's budget and model length (max_num_seqs above)
 }
 whatif_server_tail="--server max_num_batched_tokens=2048 --server max_model_len=1024"
+# tail_of PAIR: A's budget and model length as --server flags.
+tail_of() {
+  case "$1" in
+    budgetup) echo "--server max_num_batched_tokens=128 --server max_model_len=1024" ;;
+    *) echo "$whatif_server_tail" ;;
+  esac
+}
 
 # One setting, inside its own session:
 #   record_pairs.sh --one VENV PY MODEL SIDE_DIR "RUNS" STEADY "LOAD" FLAGS...
@@ -221,7 +248,7 @@ write_pair_json() {
   "$PROJECT_PY" - "$OUT/$pair/pair.json" "$pair" "$SEED" "$WARMUP" "$STEADY" "$PAUSE" \
     "$(flags_of "$pair" A) ${COMMON[*]}" "$(flags_of "$pair" B) ${COMMON[*]}" \
     "$(resolved_load "$pair" A)" "$(resolved_load "$pair" B)" \
-    "$(whatif_of "$pair") $whatif_server_tail" "$OUT/$pair/capacity.json" <<'EOF'
+    "$(whatif_of "$pair") $(tail_of "$pair")" "$OUT/$pair/capacity.json" <<'EOF'
 import json
 import os
 import shlex
