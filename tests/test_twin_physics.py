@@ -156,3 +156,30 @@ def test_a_larger_pool_on_a_pressured_server_costs_its_reads_and_drains_the_queu
     # Each step reads the larger context: the inter-token gap does not fall with it.
     itl = w.effect["itl_p50"]
     assert itl is not None and itl > 0.9
+
+
+def test_traffic_past_the_batches_seen_widens_the_interval_to_hold_the_server(
+    tmp_path: Path,
+) -> None:
+    """One load level pins no batch slope; ×2.5 the traffic runs batches the span never
+    took: the prediction says so, and its interval (the alternative fits' physics) holds
+    what the simulator measures there."""
+    tree = read_tree("healthy")
+    tree.pop("phases", None)
+    tree["name"] = "healthy"
+    tree["workload"].pop("load", None)
+    tree["workload"]["rate"] = 2.0
+    server = ServerSettings(max_num_seqs=256, max_num_batched_tokens=2048, max_model_len=8192)
+    a = record(from_tree(tree), tmp_path / "a", duration=180, seed=21, start_unix=START)
+    tree["workload"]["rate"] = 5.0
+    b = record(from_tree(tree), tmp_path / "b", duration=180, seed=22, start_unix=START)
+    span = from_scrapes(read_scrapes(a), server=server)
+    twin = fit(span)
+    knobs, notes = knobs_for(twin, {"rate_scale": 2.5})
+    w = predict(twin, span.whole, {"rate_scale": 2.5}, knobs, notes=notes, seeds=2)
+    assert any("batches of up to" in n for n in w.notes)
+    truth = from_scrapes(read_scrapes(b), server=server).whole
+    for name in ("ttft_p99", "itl_p99"):
+        low, high = w.interval[name] or (0.0, 0.0)
+        measured = truth.quantiles[name.split("_")[0]]["p99"].value
+        assert measured is not None and low <= measured <= high, (name, low, measured, high)
