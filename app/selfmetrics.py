@@ -306,6 +306,9 @@ def update_stream_metrics(m: StreamMetrics, readings: list[StreamReading]) -> No
 # -- per-SLO gauges: attainment, budget and burn rates of every SLO and fleet --------------
 
 SLO_LABELS = ("slo", "model_name", "fleet")
+# The burn-rate gauge's window for the budget's period so far (early in the period the
+# budget is told by it, and the budget-left gauge is absent: ``app.fleet.budget``).
+PERIOD_WINDOW = "period"
 
 
 @dataclass(frozen=True)
@@ -345,13 +348,15 @@ def build_slo_metrics(registry: CollectorRegistry) -> SloMetrics:
         ),
         budget_remaining=Gauge(
             "phasewatch_error_budget_remaining_ratio",
-            "Error budget left over the SLO's period (1 = untouched, below 0 = overspent).",
+            "Error budget left over the SLO's period (1 = untouched, below 0 = overspent); "
+            "absent while the data spans under a tenth of the period.",
             list(SLO_LABELS),
             registry=registry,
         ),
         burn_rate=Gauge(
             "phasewatch_slo_burn_rate",
-            "The fastest objective's (1 - attainment) / (1 - target) over the window.",
+            "The fastest objective's (1 - attainment) / (1 - target) over the window "
+            "(period: the budget's period so far).",
             [*SLO_LABELS, "window"],
             registry=registry,
         ),

@@ -232,7 +232,10 @@ def test_slo_api_and_gauges_carry_the_fleets_budget(run: Run, api: str) -> None:
     assert status["slo"] == "default" and status["fleet"] == MODEL
     assert status["replicas"] == [f"r{i}" for i in range(REPLICAS)]
     assert status["burn_rates"]["5m"] > 14.4  # the overloaded third misses TTFT
-    assert status["budget"]["remaining"] < 1.0
+    # Minutes of a 30-day period: no share left yet, the burn so far and its projection.
+    budget = status["budget"]
+    assert budget["early"] and budget["remaining"] is None and budget["burn_rate"] > 1.0
+    assert budget["text"].startswith("burn ") and "projected: " in budget["text"]
     assert set(status["per_replica"]) == {f"r{i}" for i in range(REPLICAS)}
     fleets = httpx.get(f"{api}/fleets", timeout=30).json()
     assert [f["name"] for f in fleets] == [MODEL]
@@ -244,7 +247,9 @@ def test_slo_api_and_gauges_carry_the_fleets_budget(run: Run, api: str) -> None:
     text = generate_latest(service.metrics.registry).decode()
     labels = f'fleet="{MODEL}",model_name="{MODEL}"'
     assert f'phasewatch_slo_attainment_ratio{{{labels},objective="ttft",slo="default"}}' in text
-    assert f'phasewatch_error_budget_remaining_ratio{{{labels},slo="default"}}' in text
+    # early in the period: the period's burn, no budget-left gauge (tests/test_budget_early.py)
+    assert f'phasewatch_slo_burn_rate{{{labels},slo="default",window="period"}}' in text
+    assert "phasewatch_error_budget_remaining_ratio{" not in text
 
 
 def test_replica_set_flags_become_per_replica_overrides() -> None:

@@ -14,7 +14,7 @@ from app.fleet.specs import slo_specs
 from app.fleet.tracker import SloTracker
 from app.fleet.view import fleet_view
 from app.read.fleetpage import SLO_POINTS, FleetData
-from app.read.fleetpoints import FleetOptions
+from app.read.fleetpoints import FleetBudget, FleetOptions
 from app.read.source import StoreSource, TargetInfo, replay_into
 from app.sim.record import record
 from app.store.sqlite import Store
@@ -103,9 +103,14 @@ def test_budgets_and_slo_history_of_the_fleet(store: Store) -> None:
     statuses = fd.statuses()
     assert fd.statuses() is statuses  # memoised per window end
     (status,) = statuses
-    assert status.spec.name == "default" and status.budget.remaining is not None
-    assert status.budget.remaining < 0  # a third of the requests miss TTFT: overspent
-    assert fd.budgets_of("r1", MODEL) == [("default", status.budget)]
+    # Five minutes of a 30-day period: the burn so far (a third of the requests miss
+    # TTFT), not a share left.
+    assert status.spec.name == "default" and status.budget.early
+    assert status.budget.remaining is None and status.budget.burn is not None
+    assert status.budget.burn > 1
+    assert fd.budgets_of("r1", MODEL) == [
+        FleetBudget("default", status.budget, status.key.name, len(status.members))
+    ]
     assert fd.budgets_of("r1", "other") == []
     key, members = next(iter(fd.groups().items()))
     (hist,) = fd.slo_series(key, members, START, START + DURATION)

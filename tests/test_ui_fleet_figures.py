@@ -8,13 +8,13 @@ import pytest
 
 from app.diagnose.records import Evidence, Hint
 from app.fleet.aggregate import FleetKey, fleet_window
+from app.fleet.budget import Budget, budget_text
 from app.fleet.imbalance import Imbalance, Outlier
-from app.fleet.slo import Budget
 from app.fleet.view import FleetView
 from app.model import IntervalDelta, Window
 from app.read.fleetpoints import FleetSeries, ReplicaPoint, SloPoint, SloSeries
 from app.ui import palette
-from app.ui.fleet_components import budget_text, imbalance_panel, replicas_table
+from app.ui.fleet_components import imbalance_panel, replicas_table
 from app.ui.fleet_figures import replica_name, replicas_bars, replicas_figure, slo_figure
 from app.windows.aggregate import window
 

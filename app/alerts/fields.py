@@ -114,6 +114,7 @@ SLO_ONLY_FIELDS: dict[str, str] = {
     **{f"slo.burn_rate_{w}": "number" for w in BURN_WINDOW_LABELS},
     "slo.objective": "string",
     "slo.budget_remaining": "number",
+    "slo.budget": "string",
     "slo.attainment": "number",
     "slo.error_share": "number",
     "fleet": "string",

@@ -27,6 +27,7 @@ from app.alerts.fields import (
 )
 from app.diagnose import Diagnosis, DiagnosisConfig
 from app.evaluate.stream import judge_window
+from app.fleet.budget import budget_text
 from app.fleet.deltas import DeltaSource
 from app.fleet.imbalance import DEFAULT_THRESHOLDS, ImbalanceThresholds
 from app.fleet.slo import SloSpec, attainment, burn_rate, window_counts
@@ -130,6 +131,7 @@ def slo_input(status: SloStatus, view: FleetView, *, ui_base_url: str) -> Instan
         **{f"slo.burn_rate_{w}": status.burn.get(w) for w in BURN_WINDOW_LABELS},
         "slo.objective": burn_rate(counts, spec.target)[1] or worst_objective,
         "slo.budget_remaining": status.budget.remaining,
+        "slo.budget": budget_text(status.budget),
         "slo.attainment": ratios.get(worst_objective) if worst_objective else None,
         "slo.error_share": counts.share("error"),
         "fleet": status.key.name,

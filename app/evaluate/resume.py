@@ -105,6 +105,8 @@ def _read(
             raise TypeError("unexpected SLO status")
         for f in fields(st):
             getattr(st, f.name)
+        for f in fields(st.budget):  # a budget kept before a field was added raises here
+            getattr(st.budget, f.name)
     for w, d in streams:
         if not isinstance(w, Window) or not isinstance(d, Diagnosis):
             raise TypeError("unexpected stream entry")

@@ -48,6 +48,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from app.fleet.budget import Budget, from_per_objective
 from app.model import HistogramDelta, IntervalDelta, Window
 from app.windows.exact import sum_histogram_deltas
 
@@ -345,46 +346,21 @@ def burn_rate(counts: SloCounts, target: float) -> tuple[float | None, str | Non
     return best
 
 
-@dataclass(frozen=True, slots=True)
-class Budget:
-    """The error budget over the SLO's period (or the part of it that has data).
-
-    ``remaining`` is 1 at the start, 0 when spent, negative when overspent; ``objective``
-    the one with the least left; ``covered_s`` the replica-seconds of data it rests on.
-    ``events`` is the fewest events of an objective that has any (0: none has), and
-    ``remaining`` is None while that is under ``min_events`` (:attr:`judged`).
-    """
-
-    remaining: float | None
-    objective: str | None
-    per_objective: dict[str, float | None]
-    covered_s: float
-    events: float = 0.0
-    min_events: float = 0.0
-
-    @property
-    def judged(self) -> bool:
-        """Enough events to say how much is left (``remaining`` may still be None: no
-        objective had an event)."""
-        return self.events > 0 and self.events >= self.min_events
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "remaining": self.remaining,
-            "objective": self.objective,
-            "per_objective": dict(self.per_objective),
-            "covered_s": self.covered_s,
-            "events": self.events,
-            "min_events": self.min_events,
-        }
-
-
-def budget(counts: SloCounts, target: float, min_events: float = 0.0) -> Budget:
-    """Budget left per objective: ``1 − bad / ((1 − target) · total)``.
+def budget(
+    counts: SloCounts,
+    target: float,
+    min_events: float = 0.0,
+    *,
+    span_s: float = 0.0,
+    period_s: float = 0.0,
+) -> Budget:
+    """Budget left per objective: ``1 − bad / ((1 − target) · total)``
+    (:mod:`app.fleet.budget`: early in the period, a burn rate and its projection).
 
     Edge cases: an objective without events has None and is left out of the SLO's
     budget; no events at all give None; while an objective with events has fewer than
     ``min_events`` of them, every value is None (the budget is not judged yet).
+    ``span_s``: the seconds the data spans; ``period_s``: the SLO's (0: never early).
     """
     allowed = 1.0 - target
     totals = [t.total for t in counts.tallies.values() if t.total > 0]
@@ -393,11 +369,7 @@ def budget(counts: SloCounts, target: float, min_events: float = 0.0) -> Budget:
     for name, t in sorted(counts.tallies.items()):
         judged = t.total > 0 and events >= min_events
         per[name] = 1.0 - t.bad / (allowed * t.total) if judged else None
-    known = [(v, k) for k, v in per.items() if v is not None]
-    if not known:
-        return Budget(None, None, per, counts.covered, events, min_events)
-    value, name = min(known)
-    return Budget(value, name, per, counts.covered, events, min_events)
+    return from_per_objective(per, counts.covered, events, min_events, span_s, period_s)
 
 
 @dataclass(frozen=True, slots=True)

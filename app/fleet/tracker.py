@@ -272,11 +272,13 @@ class SloTracker:
         fill = [self.fill_chunks]
         period = SloCounts()
         since = period_start
+        span = 0.0  # the longest-covered replica's seconds: how much of the period is held
         for s in streams:
             fill[0] = self.fill_chunks
             part, frm = cache.range(s, period_start, end, closed_until=closed, fill=fill)
             period = period + part
             since = max(since, frm)
+            span = max(span, part.covered)
         return SloStatus(
             spec=spec,
             key=key,
@@ -287,7 +289,9 @@ class SloTracker:
             counts=counts,
             latest=latest,
             latest_s=self.latest_s,
-            budget=budget(period, spec.target, spec.min_events),
+            budget=budget(
+                period, spec.target, spec.min_events, span_s=span, period_s=spec.period_s
+            ),
             budget_from=since,
             per_replica=per_replica,
         )
@@ -318,14 +322,18 @@ class SloTracker:
                 period = SloCounts()
                 period_start = self.period_start(spec, t)
                 since = period_start
+                span = 0.0
                 for s in streams:
                     win = win + cache.range(s, t - window_s, t, closed_until=closed)[0]
                     fill = [self.fill_chunks]
                     part, frm = cache.range(s, period_start, t, closed_until=closed, fill=fill)
                     period = period + part
                     since = max(since, frm)
+                    span = max(span, part.covered)
                 rate, objective = burn_rate(win, spec.target)
-                left = budget(period, spec.target, spec.min_events)
+                left = budget(
+                    period, spec.target, spec.min_events, span_s=span, period_s=spec.period_s
+                )
                 out.append(
                     {
                         "end": t,
@@ -336,6 +344,7 @@ class SloTracker:
                         "abort_share": win.share("abort"),
                         "requests": win.finished,
                         "budget_remaining": left.remaining,
+                        "budget_burn_rate": left.burn,
                         "budget_from": since,
                     }
                 )

@@ -29,6 +29,7 @@ from app.fleet.view import FleetView, fleet_view, view_of
 from app.model import Window
 from app.probeconfig import PROBE_LABEL
 from app.read.fleetpoints import (
+    FleetBudget,
     FleetOptions,
     FleetSeries,
     FleetSummary,
@@ -342,17 +343,19 @@ class FleetData:
             end, key, members, self.options.labels_of, closed_until=self._closed(end)
         )
 
-    def budgets(self, *, wait: bool = True) -> dict[tuple[str, str], list[tuple[str, Budget]]]:
-        """Per stream (target, model): (SLO name, budget) of every SLO on its fleet
-        (``wait``: as :meth:`statuses`)."""
-        out: dict[tuple[str, str], list[tuple[str, Budget]]] = {}
+    def budgets(self, *, wait: bool = True) -> dict[tuple[str, str], list[FleetBudget]]:
+        """Per stream (target, model): the budget of every SLO on its fleet, with the
+        fleet's name and size — a replica holds none of its own (``wait``: as
+        :meth:`statuses`)."""
+        out: dict[tuple[str, str], list[FleetBudget]] = {}
         for s in self.statuses(wait=wait):
+            held = FleetBudget(s.spec.name, s.budget, s.key.name, len(s.members))
             for t in s.members:
-                out.setdefault((t, s.key.model_name), []).append((s.spec.name, s.budget))
+                out.setdefault((t, s.key.model_name), []).append(held)
         return out
 
-    def budgets_of(self, target: str, model: str) -> list[tuple[str, Budget]]:
-        """(SLO name, budget left) of every SLO on the fleet that holds this stream."""
+    def budgets_of(self, target: str, model: str) -> list[FleetBudget]:
+        """The budget of every SLO on the fleet that holds this stream."""
         return self.budgets().get((target, model), [])
 
     def slo_series(

@@ -127,6 +127,16 @@ class SloSeries:
 
 
 @dataclass(frozen=True, slots=True)
+class FleetBudget:
+    """One SLO's budget as a replica's card shows it: the fleet's, named as such."""
+
+    slo: str
+    budget: Budget
+    fleet: str
+    replicas: int
+
+
+@dataclass(frozen=True, slots=True)
 class FleetSummary:
     """One fleet on the overview: its replicas, who is imbalanced, each SLO's budget."""
 

@@ -36,6 +36,7 @@ from app.read.windows import WindowCache
 from app.running_jobs import RunningJobs
 from app.scrape.client import OUT_OF_DESCRIPTORS, ClientPool
 from app.selfmetrics import (
+    PERIOD_WINDOW,
     ReloadStatus,
     SelfMetrics,
     SloReading,
@@ -353,7 +354,7 @@ class Service:
                     fleet=s.key.name,
                     attainment=attainment(s.latest),
                     budget_remaining=s.budget.remaining,
-                    burn_rates=dict(s.burn),
+                    burn_rates={**s.burn, PERIOD_WINDOW: s.budget.burn},
                 )
                 for s in statuses
             ],

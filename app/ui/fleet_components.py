@@ -14,7 +14,7 @@ from dash import dcc, html
 
 from app.diagnose.records import fmt_value
 from app.read.fleetpoints import ReplicaPoint
-from app.read.records import Budget, FleetView, Imbalance, SloStatus
+from app.read.records import FleetView, Imbalance, SloStatus, budget_text, budget_title
 from app.ui import palette
 from app.ui.components import badge, data_attrs, evidence_table, hints_list
 from app.ui.fleet_figures import objective_label
@@ -167,27 +167,6 @@ def _gauge(g: Any) -> float | None:
 def _q(quantiles: Mapping[str, Mapping[str, Any]], signal: str) -> str:
     q = quantiles.get(signal, {}).get("p99")
     return "n/a" if q is None else fmt_value(q.value, "s", q.ge_top_bucket)
-
-
-def budget_text(b: Budget) -> str:
-    """``87 % left``, ``overspent (-12 %)``, ``n/a (312 events)`` while its period holds
-    too few events to judge, or ``no data``."""
-    remaining = b.remaining
-    if remaining is None:
-        return f"n/a ({b.events:,.0f} events)" if b.events > 0 and not b.judged else "no data"
-    if remaining < 0:
-        return f"overspent ({remaining:.0%})"
-    return f"{remaining:.0%} left"
-
-
-def budget_title(b: Budget) -> str | None:
-    """The hover of a budget not yet judged: why it says n/a."""
-    if b.judged or b.events <= 0:
-        return None
-    return (
-        f"judged once its period holds {b.min_events:,.0f} events of each objective "
-        f"(slo.min_events_for_budget); {b.events:,.0f} so far"
-    )
 
 
 def _period(seconds: float) -> str:

@@ -35,12 +35,24 @@ class SloLatestPublic(SloCountsPublic, WindowSpanPublic):
 class BudgetPublic(Answer):
     """The error budget over the SLO's period, or the part of it that has data."""
 
-    remaining: float | None = Field(description="1 at the start, 0 spent, < 0 overspent")
+    remaining: float | None = Field(
+        description="1 at the start, 0 spent, < 0 overspent; null while early or not judged"
+    )
     objective: str | None = Field(description="the objective with the least left")
     per_objective: dict[str, float | None]
     covered_s: float = Field(description="replica-seconds of data it rests on")
+    span_s: float = Field(description="seconds the data spans (its longest-covered replica's)")
     events: float = Field(description="the fewest events of an objective that has any")
     min_events: float = Field(description="events needed before the budget is judged")
+    early: bool = Field(description="the data spans under a tenth of the period")
+    burn_rate: float | None = Field(description="the burn rate of the period's data so far")
+    projected_spent_in_s: float | None = Field(
+        description="early: seconds until the period's budget is spent at that rate (0: spent)"
+    )
+    projected_left_at_end: float | None = Field(
+        description="early: the share left at the period's end at that rate"
+    )
+    text: str = Field(description="the budget in words, as the UI and the alerts give it")
     from_: float = Field(alias="from", description="start of the data it covers, Unix seconds")
 
 
@@ -76,6 +88,7 @@ class SloPointPublic(Answer):
     abort_share: float | None
     requests: float | None = Field(description="finished requests in the window")
     budget_remaining: float | None
+    budget_burn_rate: float | None = Field(description="the period's data so far")
     budget_from: float
 
 

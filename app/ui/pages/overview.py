@@ -18,14 +18,13 @@ from dash import Dash, Input, Output, State, dcc, html
 from app.diagnose.classes import DiagnosisClass
 from app.diagnose.records import fmt_value
 from app.read import markdown_text as md
-from app.read.fleetpoints import FleetSummary
+from app.read.fleetpoints import FleetBudget, FleetSummary
 from app.read.points import RECENT_S, Card
-from app.read.records import Budget
+from app.read.records import Budget, budget_text, budget_title
 from app.ui import ids, palette
 from app.ui.components import badge, data_attrs, mini_band
 from app.ui.context import PageContext
 from app.ui.figures import utc
-from app.ui.fleet_components import budget_text, budget_title
 
 CARDS_PER_PAGE = 24
 FLEET_LINKS = 12
@@ -103,12 +102,14 @@ def _metric(
     ]
 
 
-def budget_lines(budgets: list[tuple[str, Budget]]) -> list[html.Div]:
-    """``error budget (default): 87 % left`` for each SLO covering a stream or fleet
-    (``n/a (312 events)`` until its period holds enough events to judge)."""
+def budget_lines(budgets: list[tuple[str, Budget]], *, fleet: str | None = None) -> list[html.Div]:
+    """``error budget (default): 87 % left`` for each SLO covering a fleet (``n/a (312
+    events)`` until its period holds enough events to judge; early in the period its burn
+    rate and what it projects); on a replica's card ``fleet`` names whose budget it is."""
+    whose = "error budget" if fleet is None else f"fleet {fleet}'s error budget"
     return [
         html.Div(
-            f"error budget ({name}): {budget_text(b)}",
+            f"{whose} ({name}): {budget_text(b)}",
             className="card-budget over"
             if b.remaining is not None and b.remaining <= 0
             else "card-budget",
@@ -117,6 +118,16 @@ def budget_lines(budgets: list[tuple[str, Budget]]) -> list[html.Div]:
         )
         for name, b in budgets
     ]
+
+
+def fleet_budget_lines(budgets: list[FleetBudget]) -> list[html.Div]:
+    """A replica's card: its fleet's budgets, each saying whose it is (``fleet llama's
+    error budget (default): …``; "this replica's" when it is the fleet's only one)."""
+    out: list[html.Div] = []
+    for b in budgets:
+        fleet = None if b.replicas <= 1 else f"{b.fleet} ({b.replicas} replicas)"
+        out.extend(budget_lines([(b.slo, b.budget)], fleet=fleet))
+    return out
 
 
 def strip_axis() -> html.Div:
@@ -165,7 +176,7 @@ def card_view(
     card: Card,
     *,
     now: float,
-    budgets: list[tuple[str, Budget]] | None = None,
+    budgets: list[FleetBudget] | None = None,
 ) -> dcc.Link:
     """One stream's card, linking to its target page."""
     body: list[Any] = [
@@ -210,7 +221,7 @@ def card_view(
         )
         body.append(mini_band(card.recent, ctx.data.step, start=now - RECENT_S, end=now))
         body.append(strip_axis())
-        body.extend(budget_lines(budgets or []))
+        body.extend(fleet_budget_lines(budgets or []))
     elif card.up or not card.error:
         body.append(badge(DiagnosisClass.INSUFFICIENT_DATA.value))
         body.append(html.Div("no data yet", className="muted"))
@@ -346,7 +357,7 @@ def register(app: Dash, ctx: PageContext) -> None:
         status = f"{counts_text(cards)} · {ctx.data.source.label} · as of {utc(now)} UTC"
         fd = ctx.fleets
         fleets: Any = ""
-        budgets: dict[tuple[str, str], list[tuple[str, Budget]]] = {}
+        budgets: dict[tuple[str, str], list[FleetBudget]] = {}
         if fd is not None:
             # Never counted in the request: a count runs beside it while none is at hand.
             budgets = fd.budgets(wait=False)
