@@ -35,7 +35,11 @@ def test_spike_over_slo_spans_its_windows_with_peak_and_dominant_class() -> None
     for i, v in ((4, 3.0), (5, 9.0), (6, 4.0)):
         pts[i] = pt(pts[i].end, "queue_bound", ttft=v)
     (s,) = find_spikes(timeline(pts))
-    assert s.start == pts[4].end - 60.0 and s.end == pts[6].end
+    # It starts where the last calm window ends and is resolved where the first calm one
+    # after it starts (a step after the start at least: three 60 s windows over, 15 s
+    # apart, hold under a window's worth of misses between two calm windows).
+    assert s.start == pts[3].end and s.end == s.resolved_at == pts[4].end
+    assert s.minutes_over == pytest.approx(0.25)
     (peak,) = s.peaks
     assert (peak.signal, peak.value, peak.at, peak.reason) == ("ttft", 9.0, pts[5].end, "over SLO")
     assert s.dominant == "queue_bound"
@@ -55,7 +59,11 @@ def test_an_ongoing_spike_does_not_raise_its_own_baseline() -> None:
     for i in range(20, 50):  # a long plateau at 4x: stays one spike to the end
         pts[i] = pt(pts[i].end, "decode_bound", itl=0.08)
     (s,) = find_spikes(timeline(pts), k=3.0, baseline_windows=10)
-    assert s.end == pts[49].end
+    assert s.resolved_at == pts[50].end - 60.0 == s.end
+    assert s.minutes_over == 0.0  # over its baseline, never over the SLO
+    # Still hot where the data ends: not resolved, ending with its last window.
+    (ongoing,) = find_spikes(timeline(pts[:45]), k=3.0, baseline_windows=10)
+    assert ongoing.resolved_at is None and ongoing.end == pts[44].end
 
 
 def test_ttft_and_itl_spikes_that_overlap_are_one_incident() -> None:
@@ -97,8 +105,10 @@ def test_markdown_summary_has_times_peaks_classes_evidence_hints_and_alerts() ->
     alert = AlertRow("PhasewatchTTFTOverSLO", "firing", T0 + 90, "vllm-a", "llama", "warning", "")
     md = incident_markdown(s, diagnosis=d, alerts=[alert], source="live")
     assert md.startswith("# Incident: `llama` on `vllm-a`\n")
-    # from the start of the first hot 60 s window to the end of the last
-    assert "2025-11-29 08:00:15 – 2025-11-29 08:01:45 UTC (1 min 30 s)" in md
+    # from the end of the last calm window to the start of the first calm one after
+    assert "2025-11-29 08:01:00 – 2025-11-29 08:01:15 UTC (15 s)" in md
+    assert "- **Resolution:** resolved at 2025-11-29 08:01:15 UTC, 15 s after the start" in md
+    assert "- **Impact:** 0.2 min over the SLO" in md
     assert "| TTFT p99 | 8.00 s |" in md
     assert "Queue-bound" in md
     assert "## Class sequence" in md and "### Evidence" in md and "### What to change" in md

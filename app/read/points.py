@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from app.diagnose.classes import DiagnosisClass, severity
 from app.diagnose.records import Diagnosis
+from app.fleet.slo import good_below
 from app.model import Quantile, Window
 from app.read.source import TargetInfo
 from app.windows.probefacts import ProbeFacts, is_probe_window, probe_facts
@@ -59,6 +60,13 @@ class Point:
     # The diagnosis' judgement of each SLO (``app.diagnose.slo.verdict``): the markers.
     ttft_slo: str | None = None
     itl_slo: str | None = None
+    # Requests per second: the estimated arrivals and the completions
+    # (``app.windows.derived``), so that a surge shows as one.
+    arrivals_per_s: float | None = None
+    completions_per_s: float | None = None
+    # First tokens later than the TTFT SLO in the window (from its buckets: interpolated
+    # inside the bucket that holds the SLO, as ``app.fleet.slo.good_below``).
+    ttft_over: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +140,19 @@ def point_of(w: Window, d: Diagnosis) -> Point:
         requests=w.observations.get(ttft, 0.0),
         ttft_slo=d.ttft_slo,
         itl_slo=d.itl_slo,
+        arrivals_per_s=_finite(w.derived.arrival_rate),
+        completions_per_s=_finite(w.derived.completion_rate),
+        ttft_over=_over_slo(w, ttft, d.slo_ttft_p99),
     )
+
+
+def _over_slo(w: Window, signal: str, slo: float) -> float | None:
+    """Observations of ``signal`` in the window above ``slo`` (None: no histogram)."""
+    hd = w.histograms.get(signal)
+    if hd is None:
+        return None
+    t = good_below(hd, slo)
+    return t.bad
 
 
 def probe_reading(w: Window) -> ProbeFacts | None:

@@ -78,6 +78,9 @@ def merge(group: Sequence[Point]) -> Point:
         requests=math.fsum(p.requests for p in group),
         ttft_slo=_worst_verdict([p.ttft_slo for p in group]),
         itl_slo=_worst_verdict([p.itl_slo for p in group]),
+        arrivals_per_s=_mean([p.arrivals_per_s for p in group]),
+        completions_per_s=_mean([p.completions_per_s for p in group]),
+        ttft_over=_sum([p.ttft_over for p in group]),
     )
 
 

@@ -31,7 +31,13 @@ from app.read.alertfeed import AlertRow, alert_summary
 from app.read.points import Timeline
 from app.ui import palette
 from app.ui.figures import Mark, target_figure, utc
-from app.ui.spikes import Spike
+from app.ui.spikes import (
+    Spike,
+    diagnosis_heading,
+    duration_text,
+    impact_text,
+    resolution_text,
+)
 
 __all__ = ["Chart", "diagnosis_html", "document", "esc", "incident_html"]
 
@@ -137,15 +143,6 @@ def meta(items: Sequence[tuple[str, str]]) -> str:
     return f'<dl class="meta">{rows}</dl>'
 
 
-def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    if h:
-        return f"{h} h {m} min"
-    return f"{m} min {sec} s" if m else f"{sec} s"
-
-
 def _evidence_rows(evidence: Sequence[Evidence]) -> list[list[str]]:
     rows = []
     for e in evidence:
@@ -244,7 +241,8 @@ def incident_html(
     generated_at: float,
 ) -> str:
     """One incident of the incident review: its summary, the five-metric view of its
-    range (the diagnosis band on top), the diagnosis at the peak, the alerts that changed
+    range (the diagnosis band on top), its resolution and impact, its diagnosis (at the
+    peak, or at a surge's height: ``app.ui.spikes``), the alerts that changed
     state, and the Markdown summary."""
     title = f"Incident: {spike.model_name} on {spike.target}"
     peaks = [
@@ -267,7 +265,9 @@ def incident_html(
         meta(
             [
                 ("when", esc(f"{utc(spike.start)} – {utc(spike.end)} UTC")),
-                ("duration", esc(_duration(spike.end - spike.start))),
+                ("duration", esc(duration_text(spike.end - spike.start))),
+                ("resolution", esc(resolution_text(spike))),
+                ("impact", esc(impact_text(spike))),
                 ("dominant class", badge(spike.dominant)),
                 ("source", esc(source)),
                 ("report", esc(generated(generated_at))),
@@ -281,7 +281,7 @@ def incident_html(
         chart_div("incident-chart"),
         "<h2>Class sequence</h2>",
         table(["from (UTC)", "to (UTC)", "class", "windows"], runs),
-        "<h2>Diagnosis at the peak</h2>",
+        f"<h2>{esc(diagnosis_heading(spike))}</h2>",
         diagnosis_html(diagnosis, when="window")
         if diagnosis is not None
         else '<p class="muted">No window to diagnose.</p>',

@@ -1,7 +1,8 @@
 """The Markdown incident summary the incident review exports (pure).
 
-Times, peaks, the class sequence, what changed against the stream's healthy baseline,
-the evidence and hints of the diagnosis at the peak, and the alerts that changed state.
+Times, the resolution and the impact (``app.ui.spikes``), peaks, the class sequence, what
+changed against the stream's healthy baseline, the evidence and hints of the diagnosis
+(at the peak, or at a surge's height), and the alerts that changed state.
 It reads as written when pasted into GitHub, Slack or a wiki: each value is escaped for
 the place it goes (``app.read.markdown_text``), so ``TTFT p99 7.28 s > 2.00 s
 (waiting avg 1,332)`` and ``queue_bound`` carry no entities or backslashes. Names that
@@ -20,21 +21,18 @@ from app.read.alertfeed import AlertRow, alert_summary
 from app.read.markdown_text import cell, code, text
 from app.ui import palette
 from app.ui.figures import utc
-from app.ui.spikes import Spike
+from app.ui.spikes import (
+    Spike,
+    diagnosis_heading,
+    duration_text,
+    impact_text,
+    resolution_text,
+)
 
 
 def _row(*cells: str) -> str:
     """A table row of inline Markdown cells."""
     return "| " + " | ".join(cell(c) for c in cells) + " |"
-
-
-def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    h, rem = divmod(s, 3600)
-    m, sec = divmod(rem, 60)
-    if h:
-        return f"{h} h {m} min"
-    return f"{m} min {sec} s" if m else f"{sec} s"
 
 
 def _unit(signal: str) -> str:
@@ -53,7 +51,9 @@ def incident_markdown(
         f"# Incident: {code(spike.model_name)} on {code(spike.target)}",
         "",
         f"- **When:** {utc(spike.start)} – {utc(spike.end)} UTC "
-        f"({_duration(spike.end - spike.start)})",
+        f"({duration_text(spike.end - spike.start)})",
+        f"- **Resolution:** {text(resolution_text(spike))}",
+        f"- **Impact:** {text(impact_text(spike))}",
         f"- **Dominant class:** {text(palette.label(spike.dominant))} ({code(spike.dominant)})",
         f"- **Source:** {code(source)}",
         "",
@@ -61,7 +61,7 @@ def incident_markdown(
         *_sequence(spike),
     ]
     if diagnosis is not None:
-        lines += _diagnosis(diagnosis)
+        lines += _diagnosis(diagnosis, diagnosis_heading(spike))
     lines += _alerts(alerts)
     return "\n".join(lines) + "\n"
 
@@ -102,11 +102,11 @@ def _sequence(spike: Spike) -> list[str]:
     return lines
 
 
-def _diagnosis(d: Diagnosis) -> list[str]:
-    """The diagnosis at the peak: class, what changed, evidence, what to change."""
+def _diagnosis(d: Diagnosis, heading: str) -> list[str]:
+    """The incident's diagnosis: class, what changed, evidence, what to change."""
     lines = [
         "",
-        f"## Diagnosis at the peak ({utc(d.start)} – {utc(d.end)} UTC)",
+        f"## {text(heading)} ({utc(d.start)} – {utc(d.end)} UTC)",
         "",
         f"**{text(palette.label(str(d.cls), d.sub_cause))}** "
         f"(confidence {d.confidence:.2f}): {text(d.summary)}",

@@ -24,7 +24,13 @@ from app.ui.context import PageContext
 from app.ui.figures import Mark, target_figure, utc
 from app.ui.htmlreport import incident_html
 from app.ui.markdown import incident_markdown
-from app.ui.spikes import Spike, find_spikes
+from app.ui.spikes import (
+    Spike,
+    diagnosis_heading,
+    find_spikes,
+    impact_text,
+    resolution_text,
+)
 
 ALL_STREAMS = "*"
 DEFAULT_K = 3.0
@@ -217,7 +223,8 @@ def _register_search(app: Dash, ctx_: PageContext) -> None:
 
 
 def _register_open(app: Dash, ctx_: PageContext) -> None:
-    """A spike opened: its five-metric view, alerts, diagnosis at the peak and summary."""
+    """A spike opened: its five-metric view, resolution and impact, alerts, diagnosis (at
+    the peak or a surge's height) and summary."""
 
     @app.callback(
         Output(ids.INCIDENT_VIEW, "children"),
@@ -250,9 +257,13 @@ def _register_open(app: Dash, ctx_: PageContext) -> None:
                     )
                 ]
             ),
+            html.Ul(
+                [html.Li(resolution_text(s)), html.Li(impact_text(s))],
+                className="incident-impact",
+            ),
             html.H4("Alerts in this range"),
             _alert_list(alerts),
-            html.H4("Diagnosis at the peak"),
+            html.H4(diagnosis_heading(s)),
             diagnosis_card(diagnosis, latest=False)
             if diagnosis is not None
             else html.P("No window to diagnose.", className="muted"),
@@ -326,8 +337,8 @@ def _register_exports(app: Dash, ctx_: PageContext) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Opened:
-    """One spike opened: its padded range, the points, alerts, marks, the diagnosis at the
-    peak and the Markdown summary (what the view and both exports show)."""
+    """One spike opened: its padded range, the points, alerts, marks, its diagnosis (at
+    ``spike.diagnosed_at``) and the Markdown summary (what the view and both exports show)."""
 
     spike: Spike
     lo: float
@@ -354,10 +365,11 @@ def _opened(
     lo, hi = s.start - pad, min(s.end + pad, max(data.now(), s.end))
     tl = data.timeline(s.target, s.model_name, lo, hi)
     alerts = _alerts(ctx_, s, lo, hi)
-    marks = [Mark(s.peak_at, "peak")] + [
+    cause = [Mark(s.diagnosed_at, "diagnosed")] if s.diagnosed_at != s.peak_at else []
+    marks = [Mark(s.peak_at, "peak"), *cause] + [
         Mark(a.at, f"{a.name} {a.state}", palette.VERMILLION) for a in alerts if a.state == "firing"
     ]
-    diagnosis = priced_at(data, ctx_.twin, s.target, s.model_name, s.peak_at, compute=price)
+    diagnosis = priced_at(data, ctx_.twin, s.target, s.model_name, s.diagnosed_at, compute=price)
     md = incident_markdown(s, diagnosis=diagnosis, alerts=alerts, source=data.source.label)
     return _Opened(s, lo, hi, tl, alerts, marks, diagnosis, md)
 
