@@ -21,9 +21,11 @@ the stream's healthy baseline and what changed. The builder
 **Order**: the hints that address the headline change (``changes[0]``: a hit-rate
 collapse → restore the prefix; a surge of arrivals → replicas and rate limiting) come
 first; without a baseline, those that address the sub-cause's own signal (an arrival
-surge is about arrivals). Then the promoted ones, then by base rank. ``conflicts`` drops
-a hint that would worsen a co-occurring class (a bigger step budget while prefill chunks
-already stall decode).
+surge is about arrivals; KV pressure about KV usage — unless arrivals outrun completions
+by more than any one memory lever grows the pool, when no memory setting ends the queue
+and the arrivals lead: more replicas first). Then the promoted ones, then by base rank.
+``conflicts`` drops a hint that would worsen a co-occurring class (a bigger step budget
+while prefill chunks already stall decode).
 
 The builders live with their family: ``prefill_hints`` (prefix caching, the prompt, the
 step's token budget), ``memory_hints`` (the KV pool, the weights, the batch size,
@@ -72,6 +74,7 @@ from app.diagnose.memory_hints import (
     fp8_kv,
     gpu_memory,
     max_model_len,
+    outgrows_memory,
     quantize,
     seqs_down,
     seqs_up,
@@ -113,6 +116,10 @@ SITUATION_FOCUS: dict[str, str] = {
     KV: "kv_usage_avg+",
     STALLED: "steps_per_s-",
 }
+# The leads a KV-pressure window's memory levers answer; where arrivals outrun
+# completions by more than any one of them grows the pool (``memory_hints.outgrows_memory``)
+# the arrivals lead instead: the capacity hint first.
+KV_LEADS = ("kv_usage_avg+", "preemptions_rate+")
 
 
 CATALOG: tuple[HintSpec, ...] = (
@@ -424,6 +431,8 @@ def rank_hints(
         changes=changes,
     )
     lead = focus(situation, changes)
+    if situation == KV and lead in (None, *KV_LEADS) and outgrows_memory(ctx):
+        lead = "arrival_rate+"  # capacity, not memory: more replicas first
     scored: list[tuple[int, int, int, int, Hint]] = []
     for order, spec in enumerate(CATALOG):
         base = spec.applies.get(situation)

@@ -159,12 +159,7 @@ def gpu_memory(x: Context) -> Made | None:
     cap = cfg.gpu_memory_utilization_max
     if u >= cap - 1e-9:
         return None  # the pool already has all the memory a hint would give it
-    weights = None
-    if x.roof is not None and srv.memory_gb:
-        tp = float(srv.tensor_parallel_size.value or 1)
-        weights = x.roof.weight_bytes / (tp * srv.memory_gb * 1e9)
-        if weights >= u:
-            weights = None  # the figures disagree (another model, or offloading)
+    weights = _weights_share(x, u)
     w = weights or 0.0
     pool = srv.pool_tokens
     wanted = demand = None
@@ -211,6 +206,41 @@ def gpu_memory(x: Context) -> Made | None:
         text,
         setting=setting,
     )
+
+
+def _weights_share(x: Context, u: float) -> float | None:
+    """The share of GPU memory the weights take (None: not known, or above ``u``)."""
+    srv = x.server
+    if x.roof is None or not srv.memory_gb:
+        return None
+    tp = float(srv.tensor_parallel_size.value or 1)
+    weights = x.roof.weight_bytes / (tp * srv.memory_gb * 1e9)
+    return None if weights >= u else weights  # above u: the figures disagree
+
+
+def memory_gain(x: Context) -> float:
+    """The most one memory lever multiplies the KV pool by: fp8 doubles it (unless it is
+    fp8 already), ``--gpu-memory-utilization`` at ``gpu_memory_utilization_max`` grows
+    it by (max − u) / (u − w) (w the weights' share, 0 when not known: its upper bound);
+    1 when neither applies."""
+    dtype = x.server.kv_cache_dtype.value
+    gain = 1.0 if dtype is not None and "fp8" in str(dtype).lower() else 2.0
+    util = x.server.gpu_memory_utilization.value
+    if util is not None:
+        u = float(util)
+        cap = x.config.gpu_memory_utilization_max
+        if u < cap:
+            w = _weights_share(x, u) or 0.0
+            gain = max(gain, 1.0 + (cap - u) / (u - w))
+    return gain
+
+
+def outgrows_memory(x: Context) -> bool:
+    """Arrivals outrun completions by more than any one memory lever grows the pool
+    (:func:`memory_gain`): were the completions to grow with the pool, the queue would
+    still grow — capacity, not memory, is the most effective fix."""
+    a, c = x.facts.derived.arrival_rate, x.facts.derived.completion_rate
+    return a is not None and c is not None and c > 0 and a / c > memory_gain(x)
 
 
 def max_model_len(x: Context) -> Made | None:
