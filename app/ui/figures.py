@@ -1,7 +1,8 @@
 """Pure figure builders: a :class:`Timeline` in, a Plotly figure out (no I/O, no Dash).
 
 The five-metric view is one figure of five rows sharing one time axis — the diagnosis
-band, TTFT, ITL, running vs waiting, KV usage — so zooming any row zooms all of them,
+band, TTFT, ITL, running vs waiting (with arrivals and completions per second on its
+right axis), KV usage — so zooming any row zooms all of them,
 and ``uirevision`` keeps the zoom across live refreshes. Times are Unix milliseconds on
 a UTC date axis. A percentile whose rank fell in the ``+Inf`` bucket is a lower bound:
 it is left out of the line and drawn as a "≥" marker with its bound.
@@ -297,8 +298,14 @@ def _latency_rows(
     )
 
 
+# The requests row's right axis: requests per second (the rows' axes keep their numbers).
+FLOW_AXIS = "yaxis6"
+
+
 def _requests_row(fig: go.Figure, points: Sequence[Point], step: float) -> None:
-    """Row 4: requests running and waiting."""
+    """Row 4: requests running and waiting, and on its right axis the requests arriving
+    (estimated) and completed per second, so that a surge shows as one."""
+    _flow(fig, points, step)
     for name, get, colour, dash in (
         ("running (avg)", lambda p: p.running_avg, palette.RUNNING, "solid"),
         ("waiting (avg)", lambda p: p.waiting_avg, palette.WAITING, "solid"),
@@ -318,6 +325,47 @@ def _requests_row(fig: go.Figure, points: Sequence[Point], step: float) -> None:
             row=4,
             col=1,
         )
+
+
+def _flow(fig: go.Figure, points: Sequence[Point], step: float) -> None:
+    """Arrivals (estimated: ``app.windows.derived``) and completions per second, on an
+    axis of their own over row 4's (none when no window has either)."""
+    if not any(p.arrivals_per_s is not None or p.completions_per_s is not None for p in points):
+        return
+    for name, get, colour, dash in (
+        ("arrivals/s (est.)", lambda p: p.arrivals_per_s, palette.ARRIVALS, "solid"),
+        ("completions/s", lambda p: p.completions_per_s, palette.COMPLETIONS, "dash"),
+    ):
+        xs, ys = _xy(points, step, get)
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                name=name,
+                mode="lines",
+                line={"color": colour, "dash": dash, "width": 1.5},
+                hovertemplate=f"%{{y:.2f}}/s<extra>{name}</extra>",
+                legend="legend4",
+                xaxis="x4",
+                yaxis=FLOW_AXIS.replace("axis", ""),
+            )
+        )
+    fig.update_layout(
+        {
+            FLOW_AXIS: {
+                "overlaying": "y4",
+                "side": "right",
+                "anchor": "x4",
+                "title": {"text": "requests/s"},
+                "rangemode": "tozero",
+                "showgrid": False,
+                "zeroline": False,
+                "tickmode": "auto",
+                "nticks": 4,
+                "title_standoff": 4,
+            }
+        }
+    )
 
 
 def _kv_row(fig: go.Figure, points: Sequence[Point], step: float, span: list[float]) -> None:
@@ -464,7 +512,7 @@ def _layout(fig: go.Figure, timeline: Timeline, height: int, uirevision: str | N
     for i in range(1, 6):
         domain = fig.layout[f"yaxis{'' if i == 1 else i}"].domain
         legends[f"legend{'' if i == 1 else i}"] = {
-            "x": 1.01,
+            "x": 1.1 if i == 4 else 1.01,  # row 4's right axis has its labels there
             "y": domain[1],
             "yanchor": "top",
             "xanchor": "left",

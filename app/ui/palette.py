@@ -56,6 +56,8 @@ P99 = VERMILLION
 SLO = BLACK
 RUNNING = GREEN
 WAITING = PURPLE
+ARRIVALS = SKY  # requests/s arriving (estimated) and completed: the requests row's right axis
+COMPLETIONS = BLACK
 KV = ORANGE
 PREEMPTION = BLACK
 
