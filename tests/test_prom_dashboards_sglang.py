@@ -1,4 +1,5 @@
-"""The Grafana dashboard's engine panels on SGLang's families, on a real Prometheus.
+"""The Grafana dashboard's engine panels and the PromQL rules on SGLang's families, on a
+real Prometheus.
 
 Two simulated SGLang servers (``phasewatch sim --engine sglang`` pages: one stored with
 ``sglang:`` names, one with the OpenMetrics ``sglang_`` spelling) and the SGLang fixture
@@ -6,7 +7,8 @@ page of every release read (tests/fixtures/sglang, each stored as four scrapes t
 to its values) are backfilled beside a page without SGLang families (``--enable-metrics``
 off behind a proxy); every query of the dashboard's engine panels is run through the
 query API with the dashboard variables filled in, and must answer for every SGLang
-instance, save the gaps of the older releases named below.
+instance, save the gaps of the older releases named below; the rule file's signal rules
+must hold for the same instances.
 """
 
 from __future__ import annotations
@@ -23,8 +25,10 @@ import pytest
 from app.sim.record import record
 from tests.test_prom_dashboards import _dashboard, _fill, _query
 from tests.test_prom_support import backfill, prometheus, to_openmetrics
+from tests.waiting import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
+RULES = ROOT / "dashboards" / "prometheus" / "phasewatch-rules.yml"
 FIXTURES = ROOT / "tests" / "fixtures" / "sglang"
 RELEASES = {
     "sgl-main:8000": "main-00ae9c15_unified_GENERATED.prom",
@@ -55,8 +59,8 @@ def _engine_targets() -> list[tuple[str, str]]:
 
 
 def _grown(page: Path, out: Path, t0: float) -> Path:
-    """``page`` as four scrapes 15 s apart whose values grow to its own (0, ⅓, ⅔, 1):
-    counters and histograms increase, so rates and quantiles have data."""
+    """``page`` as four scrapes 10 s apart from ``t0`` whose values grow to its own (0, ⅓,
+    ⅔, 1): counters and histograms increase, so rates and quantiles have data."""
     out.mkdir(parents=True)
     lines = [x for x in page.read_text().splitlines() if x and not x.startswith("#")]
     for k in range(4):
@@ -64,7 +68,7 @@ def _grown(page: Path, out: Path, t0: float) -> Path:
         for line in lines:
             series, value = line.rsplit(" ", 1)
             rows.append(f"{series} {float(value) * k / 3!r}")
-        (out / f"{int(t0) + 15 * k}.prom").write_text("\n".join(rows) + "\n")
+        (out / f"{int(t0) + 10 * k}.prom").write_text("\n".join(rows) + "\n")
     return out
 
 
@@ -86,11 +90,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         backfill(om, tmp / "data")
     pages = {**RELEASES, METRICS_OFF: "metrics-off_no-sglang-families.prom"}
     for instance, name in pages.items():
-        rec = _grown(FIXTURES / name, tmp / f"page-{instance}", now - 55)
+        rec = _grown(FIXTURES / name, tmp / f"page-{instance}", time.time() - 31)
         om = tmp / f"page-{instance}.om"
         to_openmetrics(rec, om, labels={"instance": instance, "job": "sglang"})
         backfill(om, tmp / "data")
-    with prometheus(tmp, data=tmp / "data") as url:
+    with prometheus(tmp, data=tmp / "data", rule_files=[str(RULES)]) as url:
         yield url
 
 
@@ -144,3 +148,23 @@ def test_the_variables_list_sglang_models_and_instances(live: str) -> None:
             assert values == set(RELEASES) | set(SIMULATED)
         else:
             assert values and all(values)
+
+
+def test_the_rules_read_every_sglang_release(live: str) -> None:
+    """The signal rules and the SGLang mark hold for every release's page, the
+    retractions for those with the counter; the page without SGLang families in none."""
+    every = set(RELEASES) | set(SIMULATED)
+    want = {
+        "phasewatch:sglang_stream:1m": every,
+        "phasewatch:vllm_ttft_seconds:p99_1m": every,
+        "phasewatch:vllm_itl_seconds:p99_1m": every,
+        "phasewatch:vllm_waiting:avg1m": every,
+        "phasewatch:vllm_kv_usage:max1m": every,
+        "phasewatch:vllm_queue_share:1m": every,
+        "phasewatch:vllm_preemptions:increase1m": every - NO_RETRACTION_COUNTER,
+    }
+
+    def instances() -> dict[str, set[str]]:
+        return {r: {s["metric"]["instance"] for s in _query(live, r)} for r in want}
+
+    wait_for(lambda: instances() == want, 30, "every rule on its SGLang instances", every=0.2)
