@@ -26,7 +26,7 @@ def _run(*cmd: str) -> str:
 
 def test_promtool_check_rules_accepts_the_rule_file() -> None:
     out = _run(require_binary("promtool"), "check", "rules", str(RULES))
-    assert "SUCCESS: 37 rules found" in out
+    assert "SUCCESS: 42 rules found" in out
 
 
 def test_promtool_unit_tests_fire_one_alert_per_class_and_none_when_healthy() -> None:

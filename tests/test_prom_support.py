@@ -133,8 +133,8 @@ def to_openmetrics(
     """A recording folder (``<unix>.prom`` pages) → one OpenMetrics file with timestamps.
 
     Extra ``labels`` are added to every series (what Prometheus adds when it scrapes:
-    ``instance``, ``job``); ``spelling="vllm_"`` stores the names as an OpenMetrics
-    scrape by prometheus-client ≥ 0.23 would. Returns the number of samples.
+    ``instance``, ``job``); ``spelling="vllm_"`` (or ``"sglang_"``) stores the names as
+    an OpenMetrics scrape by prometheus-client ≥ 0.23 would. Returns the number of samples.
     """
     extra = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
     rows: list[tuple[str, float, str]] = []
@@ -147,8 +147,8 @@ def to_openmetrics(
             name, _, rest = series.partition("{")
             if name.endswith("_created"):
                 continue
-            if spelling == "vllm_" and name.startswith("vllm:"):
-                name = "vllm_" + name[5:]
+            if spelling.endswith("_") and name.startswith(spelling[:-1] + ":"):
+                name = spelling + name[len(spelling) :]
             body = rest[:-1] if rest else ""
             series = name + "{" + ",".join(x for x in (body, extra) if x) + "}"
             rows.append((series, ts, value))
