@@ -236,7 +236,8 @@ class Replica:
             if self.cfg.faults.hang:
                 self._hang(min(target, self.phase_until))
                 continue
-            self._ingest(self.now)
+            if self.next_arrival <= self.now or self.inbox:
+                self._ingest(self.now)
             if not sched.running and not sched.waiting:
                 nxt = min(self.next_arrival, self.phase_until)
                 if nxt > target:
@@ -374,7 +375,8 @@ class Replica:
             transfer=moving,
         )
         self.arrived = []
-        self._ingest(t1)
+        if self.next_arrival <= t1 or self.inbox:
+            self._ingest(t1)
         acct = truth.cur.acct
         if self.arrived:
             late = 0.0

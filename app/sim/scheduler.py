@@ -292,8 +292,11 @@ class Scheduler:
         get its KV blocks; then the queue waits for KV."""
         waiting = self.waiting
         running = self.running
-        kv_blocked = False
         max_seqs = self.max_num_seqs
+        if not waiting or batch.budget <= 0 or len(running) >= max_seqs:
+            self.wait_kv = self.n_preempted_waiting  # nothing to admit this step
+            return
+        kv_blocked = False
         skipped: list[Request] = []
         while waiting and batch.budget > 0 and len(running) < max_seqs:
             r = waiting[0]
