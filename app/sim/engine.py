@@ -122,6 +122,8 @@ class Replica:
     def _ingest(self, t: float) -> None:
         """Admit into the waiting queue every request that arrived by ``t`` (into the
         inbox while the engine hangs; the inbox first once it runs again)."""
+        if self.next_arrival > t and not self.inbox:
+            return  # nothing arrived (twice a step: kept cheap)
         sched = self.sched
         faults = self.cfg.faults
         hung = faults.hang and not faults.hang_admits  # arrivals held in the inbox
@@ -234,7 +236,8 @@ class Replica:
             if self.cfg.faults.hang:
                 self._hang(min(target, self.phase_until))
                 continue
-            self._ingest(self.now)
+            if self.next_arrival <= self.now or self.inbox:
+                self._ingest(self.now)
             if not sched.running and not sched.waiting:
                 nxt = min(self.next_arrival, self.phase_until)
                 if nxt > target:
@@ -372,7 +375,8 @@ class Replica:
             transfer=moving,
         )
         self.arrived = []
-        self._ingest(t1)
+        if self.next_arrival <= t1 or self.inbox:
+            self._ingest(t1)
         acct = truth.cur.acct
         if self.arrived:
             late = 0.0
@@ -393,6 +397,27 @@ class Replica:
         per_token = self.version == "sglang"
         same = 0
         generated = len(sched.dec)
+        if not self.spec_k:
+            # One token each (the common case, kept to the loop's bare bones).
+            for r in sched.dec:
+                r.ncomp += 1
+                nout = r.nout + 1
+                r.nout = nout
+                lt = r.last_token
+                if lt == t0:
+                    same += 1
+                else:
+                    gap = t1 - lt
+                    itl.observe(gap)
+                    truth.itl(gap, 1, False, mixed)
+                r.last_token = t1
+                if nout >= r.target:
+                    finished.append(r)
+            if same:
+                gap = t1 - t0
+                itl.observe_n(gap, same)
+                truth.itl(gap, same, False, mixed)
+            return generated
         for r in sched.dec:
             if self.spec_k:
                 n = 1 + self._accepted(r.target - r.nout - 1)

@@ -241,30 +241,43 @@ class Scheduler:
     def _continue_running(self, batch: _Batch) -> None:
         """The running requests in order, each a decode or a prompt chunk, until the
         budget is spent or one cannot grow its KV (then it, or a later one, was
-        preempted); the ones left over are counted idle by what they would do."""
+        preempted); the ones left over are counted idle by what they would do.
+
+        The hottest loop of the simulator and the twin (one pass per running request per
+        step): a decode is added inline, its sums kept in locals and written back."""
         running = self.running
         k1 = self.decode_tokens
+        dec = batch.dec
+        budget = batch.budget
+        cdec = 0
         i = 0
         lost = False
         while i < len(running):
-            if batch.budget <= 0:
+            if budget <= 0:
                 break
             r = running[i]
-            need = r.prompt_len + r.nout - r.ncomp
+            ncomp = r.ncomp
+            need = r.prompt_len + r.nout - ncomp
             # A decode has its first token out and is not recomputing: a prompt (or a
             # recompute) with one token left is still a prompt chunk, and yields a token.
             if need == 1 and r.first_token >= 0 and not r.preempted:
-                if r.ncomp + k1 > r.cap and not self._grow(r, k1):
+                if ncomp + k1 > r.cap and not self._grow(r, k1):
                     lost = True
                     break
-                batch.decode(r, k1)
+                dec.append(r)
+                cdec += ncomp
+                budget -= k1
             else:
-                n = need if need < batch.budget else batch.budget
-                if r.ncomp + n > r.cap and not self._grow(r, n):
+                n = need if need < budget else budget
+                if ncomp + n > r.cap and not self._grow(r, n):
                     lost = True
                     break
+                batch.budget = budget
                 batch.chunk(r, n)
+                budget = batch.budget
             i += 1
+        batch.budget = budget
+        batch.cdec += cdec
         self.idle_prefill = self.idle_decode = 0
         if not lost:
             for r in running[i:]:
@@ -279,8 +292,11 @@ class Scheduler:
         get its KV blocks; then the queue waits for KV."""
         waiting = self.waiting
         running = self.running
-        kv_blocked = False
         max_seqs = self.max_num_seqs
+        if not waiting or batch.budget <= 0 or len(running) >= max_seqs:
+            self.wait_kv = self.n_preempted_waiting  # nothing to admit this step
+            return
+        kv_blocked = False
         skipped: list[Request] = []
         while waiting and batch.budget > 0 and len(running) < max_seqs:
             r = waiting[0]

@@ -137,7 +137,7 @@ class _AtSpeed:
     :mod:`app.twin.speed`): a step is priced at the replica's clock when it starts; the
     warm-up runs at the first window's speed."""
 
-    __slots__ = ("factors", "overhead_s", "replica", "starts", "step")
+    __slots__ = ("factors", "overhead_s", "replica", "starts", "step", "_lo", "_hi", "_k")
 
     def __init__(
         self, step: StepModel, speed: tuple[tuple[float, float], ...], replica: Replica
@@ -147,14 +147,20 @@ class _AtSpeed:
         self.starts = [t + WARMUP_S for t, _ in speed]
         self.factors = [k for _, k in speed]
         self.replica = replica
+        # The factor in force over [_lo, _hi) of the clock (looked up again outside it).
+        self._lo, self._hi, self._k = math.inf, -math.inf, 1.0
 
     def step_time(
         self, new_tokens: int, attn_pairs: float, context_tokens: int, num_seqs: int
     ) -> float:
-        i = max(bisect_right(self.starts, self.replica.now) - 1, 0)
-        return self.factors[i] * self.step.step_time(
-            new_tokens, attn_pairs, context_tokens, num_seqs
-        )
+        now = self.replica.now
+        if not self._lo <= now < self._hi:
+            starts = self.starts
+            i = max(bisect_right(starts, now) - 1, 0)
+            self._lo = starts[i] if i > 0 else -math.inf
+            self._hi = starts[i + 1] if i + 1 < len(starts) else math.inf
+            self._k = self.factors[i]
+        return self._k * self.step.step_time(new_tokens, attn_pairs, context_tokens, num_seqs)
 
     def draft_time(self, tokens: int, cost: float) -> float:
         return 0.0
