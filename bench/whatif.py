@@ -214,7 +214,9 @@ def main() -> int:
         for p in SETS[args.pairs]
         if args.only in (None, p.key) and args.scenario in (None, p.scenario)
     ]
-    work = [(i, p, args.duration, args.truth_runs) for i, p in enumerate(pairs)]
+    # A pair's seeds by its place in its set, not in the filtered list: --only and
+    # --scenario run a pair as the whole table does.
+    work = [(SETS[args.pairs].index(p), p, args.duration, args.truth_runs) for p in pairs]
     rows = []
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.jobs) as pool:

@@ -74,6 +74,29 @@ def test_two_kinds_of_request_are_drawn_from_the_buckets_not_one_lognormal() -> 
     assert sum(half) / len(half) == pytest.approx(157.4, rel=0.02)
 
 
+def test_a_fitted_mean_is_a_samples_within_its_standard_error() -> None:
+    """The histogram's mean is exact for the requests that finished, and a sample's mean
+    of the lengths sent: its relative standard error is the lengths' spread over √n, the
+    lognormal's or the buckets' (app.twin.lengths)."""
+    rng = random.Random(9)
+    means = []
+    for _ in range(40):
+        values = [max(1, round(3000 * math.exp(0.5 * rng.gauss(0, 1)))) for _ in range(230)]
+        means.append(sum(values) / len(values))
+    fitted = fit_lengths(_hist(values))
+    assert fitted is not None and fitted.pieces == ()
+    # σ fitted on the coarse buckets, near 0.5.
+    assert fitted.mean_error() == pytest.approx(math.sqrt(math.expm1(0.25)) / math.sqrt(230),
+                                                rel=0.2)  # fmt: skip
+    truth = 3000 * math.exp(0.125)
+    spread = math.sqrt(sum((m / truth - 1) ** 2 for m in means) / len(means))
+    assert spread == pytest.approx(fitted.mean_error(), rel=0.35)
+    pieces = fit_lengths(_hist([64] * 700 + [900] * 300))
+    assert pieces is not None and pieces.pieces
+    # Two kinds of request 14× apart: a coefficient of variation near 1.2, over √1,000.
+    assert 0.9 / math.sqrt(1000) < pieces.mean_error() < 1.5 / math.sqrt(1000)
+
+
 def test_no_requests_no_fit() -> None:
     assert fit_lengths(HistogramDelta(TOKENS, {}, 0.0, 0.0)) is None
 

@@ -16,6 +16,7 @@ from app.sim.record import record
 from app.sim.scenario import from_tree, read_tree
 from app.sources.recording import read_scrapes
 from app.twin.fit import fit
+from app.twin.frontend import MAX_SIGMA, PRIOR_SIGMA, FrontEnd, fit_sigma
 from app.twin.stepobs import priors
 from app.twin.steptime import Observation, StepModel, fit_step
 from app.twin.steptime import predict as predict_step
@@ -183,3 +184,16 @@ def test_traffic_past_the_batches_seen_widens_the_interval_to_hold_the_server(
         low, high = w.interval[name] or (0.0, 0.0)
         measured = truth.quantiles[name.split("_")[0]]["p99"].value
         assert measured is not None and low <= measured <= high, (name, low, measured, high)
+
+
+def test_a_ttft_tail_past_any_api_servers_spread_is_left_to_the_engine() -> None:
+    """A queue-free span whose TTFT p99 asks for a front-end spread over σ 0.8 has a tail
+    the engine's part misses: the spread stays at the prior rather than carry that tail
+    into every prediction."""
+    fe = FrontEnd(0.004, PRIOR_SIGMA, "measured")
+    engine = [(0, [0.008] * 2000)]
+    bounds = (0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32)
+    near = fit_sigma(engine, fe, bounds, 0.03)
+    assert near.sigma <= MAX_SIGMA and "fitted" in near.source
+    far = fit_sigma(engine, fe, bounds, 0.15)
+    assert far.sigma == PRIOR_SIGMA and "the tail is the engine's" in far.source

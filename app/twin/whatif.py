@@ -9,7 +9,10 @@ the change (pure; time and data passed in).
    ``replay_error`` is the median relative error of its TTFT and ITL p50/p99 against the
    baseline — how far to trust the twin on this server;
 3. **predicted**: the twin with the change, ``seeds`` times, plus two runs with the step
-   time moved by the fit's residual error. The value is the median of the seeded runs;
+   time moved by the fit's residual error (and, under KV pressure, two with the lengths
+   moved by their mean's standard error: :func:`_lengths_runs`; past the span's steps,
+   the alternative fits': ``app.twin.extrapolate``). The value is the median of the
+   seeded runs;
    the interval spans every run, widened on each side by the replay's own relative error
    of that figure (at least ``MIN_ERROR``).
 
@@ -418,6 +421,7 @@ def predict_from(
             run(twin, _with_scale(knobs, scale * (1 + r)), seed=0, **cal.bounds),
             run(twin, _with_scale(knobs, scale * max(1 - r, 0.5)), seed=0, **cal.bounds),
         ]
+        + _lengths_runs(cal, knobs, runs)
     )
     interval: dict[str, tuple[float, float] | None] = {}
     for name in ("ttft_p99", "itl_p99", "ttft_p50", "itl_p50"):
@@ -440,6 +444,38 @@ def predict_from(
         tuple(notes or ()),
         ratio,
     )
+
+
+# A run preempting at least this often (per second) has a pool under pressure.
+PRESSED = 0.01
+
+
+def _lengths_runs(cal: Calibration, knobs: Knobs, runs: list[Outcome]) -> list[Outcome]:
+    """Under KV pressure, the runs with the lengths one standard error of their mean
+    longer and shorter (``LengthFit.mean_error``): a pool held full takes as many
+    sequences as their tokens fit, and each preemption recomputes a prompt and its
+    answer so far, so the server's capacity moves faster than the lengths do — on a
+    simulated server recomputing most of the time (kv_pressure, a pool ×1.5), prompts and
+    answers 5 % longer than the server was sent (a finished sample of 232 requests, 1.6
+    standard errors) took 18 % off the completions a second with the simulator's own
+    step time. Where nothing is preempted on either side the lengths move the figures
+    about in proportion, which the seeds' spread covers: nothing is run. Prompts and
+    answers move together, each by its own error: the side that loads the pool most."""
+    pressed = [cal.replay.preemptions_per_s or 0.0, *(o.preemptions_per_s for o in runs)]
+    if max(pressed) < PRESSED:
+        return []
+    ep, eo = cal.twin.prompt.mean_error(), cal.twin.output.mean_error()
+    if ep <= 0 and eo <= 0:
+        return []
+    out = []
+    for sign in (1.0, -1.0):
+        moved = dataclasses.replace(
+            knobs,
+            prompt_scale=knobs.prompt_scale * max(1 + sign * ep, 0.5),
+            output_scale=knobs.output_scale * max(1 + sign * eo, 0.5),
+        )
+        out.append(run(cal.twin, _with_scale(moved, cal.scale), seed=0, **cal.bounds))
+    return out
 
 
 def _queue_free(f: Figures, fe: FrontEnd) -> bool:
