@@ -49,17 +49,38 @@ def wait_http(url: str, timeout: float = 20.0) -> None:
     )
 
 
+# A process's start on a busy machine: a service importing its stack took over 20 s at a
+# load of 15, and a start is told from a failure by the process exiting, not by the clock.
+START_TIMEOUT_S = 120.0
+
+
+def _up_or_exited(proc: subprocess.Popen[bytes], url: str) -> bool:
+    if proc.poll() is not None:
+        return True
+    try:
+        return httpx.get(url, timeout=1.0).is_success
+    except httpx.HTTPError:
+        return False
+
+
 @contextmanager
 def running(
     cmd: Sequence[str], *, log: Path, ready_url: str | None = None
 ) -> Iterator[subprocess.Popen[bytes]]:
-    """Run ``cmd`` with output to ``log``; wait for ``ready_url``; always stop it."""
+    """Run ``cmd`` with output to ``log``; wait for ``ready_url`` (or for it to exit,
+    a failure at once); always stop it."""
     with log.open("wb") as out:
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT)
         try:
             if ready_url:
                 try:
-                    wait_http(ready_url)
+                    wait_for(
+                        lambda: _up_or_exited(proc, ready_url),
+                        START_TIMEOUT_S,
+                        f"{ready_url} coming up",
+                    )
+                    if proc.poll() is not None:
+                        raise AssertionError(f"exited with {proc.returncode}")
                 except AssertionError:
                     raise AssertionError(
                         f"{cmd[0]} failed to start:\n{log.read_text()[-2000:]}"

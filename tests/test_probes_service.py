@@ -30,12 +30,15 @@ def _model(server: SimHTTPServer) -> str:
 
 
 def _settings(url: str, model: str, tmp: Any) -> Any:
-    probe = {"url": url, "model": model, "interval": 1, "timeout": 1}
+    # Timeouts well past a quiet answer (the 0.4 s delay and 16 tokens; a probe's at most its
+    # interval, three in a 10 s window): on a busy machine
+    # a probe or scrape cut at 1 s read as a failure, and the window was not the one waited on.
+    probe = {"url": url, "model": model, "interval": 3, "timeout": 3}
     return load_settings(
         None,
         {
             "targets": [{"name": "sim", "url": url + "/metrics"}],
-            "scrape": {"interval": 1, "timeout": 1},
+            "scrape": {"interval": 1, "timeout": 5},
             "window": {"length": 10, "step": 2},
             "alerts": {"evaluation_interval": 1},
             "storage": {"path": str(tmp / "pw.db")},
@@ -113,7 +116,7 @@ def test_probes_show_everywhere_and_a_frontend_delay_is_frontend_bound(
                 return True
             return False
 
-        wait_for(diagnosed, timeout=60)
+        wait_for(diagnosed, timeout=120)
         probes = httpx.get(base + "/api/v1/probes", timeout=10)
         targets = httpx.get(base + "/api/v1/targets", timeout=10).json()
         metrics = httpx.get(base + "/metrics", timeout=10).text
