@@ -338,7 +338,10 @@ class Replica:
         if self.spec_k and sched.dec:
             acct.spec_steps += 1
         generated = self._decode_outputs(t0, t1, mixed, finished)
-        prompt_computed, first = self._prefill_outputs(t1, mixed, finished)
+        if mixed:
+            prompt_computed, first = self._prefill_outputs(t1, mixed, finished)
+        else:
+            prompt_computed = first = 0
         generated += first
         m = self.metrics
         m.generation_tokens += generated
