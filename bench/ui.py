@@ -209,19 +209,82 @@ def render_child(url: str, ready: str, runs: int, watch: str | None) -> int:
             seen["answered"] = time.perf_counter()
             say(answer=seen["answered"] - seen["sent"])
 
+    # Each render's phases: every request from the navigation on (the document, Dash's
+    # layout and dependencies, each callback named by its outputs), when it was sent and
+    # answered and its size, relative to the navigation; then when ``ready`` held.
+    phases: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+
+    sent_at: dict[int, float] = {}  # id(request): Playwright hands the same object to each event
+
+    def on_phase_request(request: Any) -> None:
+        sent_at[id(request)] = time.perf_counter() - t0
+
+    def on_phase_done(request: Any) -> None:
+        sent = sent_at.pop(id(request), None)
+        if sent is None:
+            return
+        size = request.sizes().get("responseBodySize", 0)
+        phases.append(
+            {
+                "what": phase_name(request),
+                "sent": sent,
+                "done": time.perf_counter() - t0,
+                "bytes": size,
+            }
+        )
+
     exe = shutil.which("chromium")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.on("request", on_request)
         page.on("response", on_response)
+        page.on("request", on_phase_request)
+        page.on("requestfinished", on_phase_done)
         for k in range(runs + 1):
+            phases.clear()
             t0 = time.perf_counter()
             page.goto(url, timeout=0)
             page.wait_for_function(ready, timeout=0, polling=20)
-            say(**{"cold" if k == 0 else "warm": time.perf_counter() - t0})
+            took = time.perf_counter() - t0
+            say(phases=sorted(phases, key=lambda e: e["sent"]), ready=took)
+            say(**{"cold" if k == 0 else "warm": took})
         browser.close()
     return 0
+
+
+def phase_name(request: Any) -> str:
+    """A request as a phase: a Dash callback by its outputs, anything else by its path."""
+    path = request.url.split("?", 1)[0]
+    if "/_dash-update-component" not in path:
+        return path.rsplit("/", 1)[-1] or "document"
+    try:
+        body = json.loads(request.post_data or "{}")
+    except ValueError:
+        return "callback"
+    return "callback " + str(body.get("output", "?"))[:60]
+
+
+STATIC = (".js", ".css", ".map", ".ico", ".woff", ".woff2")
+
+
+def say_phases(what: str, event: dict[str, Any]) -> None:
+    """The phases of one render on stderr: each request's sent → answered (seconds from
+    the navigation) and size, then the time from the last answer to ``ready`` — the
+    browser's own share (rendering the answers)."""
+    last = 0.0
+    for e in event["phases"]:
+        last = max(last, e["done"])
+        static = e["what"].endswith(STATIC)
+        if static and e["done"] - e["sent"] < 0.5:
+            continue  # the bundles, served in parallel: named only when slow
+        kb = e["bytes"] / 1000
+        progress(f"{what}:   {e['sent']:6.2f} → {e['done']:6.2f} s  {kb:7.1f} kB  {e['what']}")
+    progress(
+        f"{what}:   last answer {last:.2f} s, ready {event['ready']:.2f} s: "
+        f"{event['ready'] - last:.2f} s after the last answer"
+    )
 
 
 @dataclass
@@ -257,6 +320,8 @@ def browse(
             for line in log.read_text().splitlines()[lines:]:
                 lines += 1
                 event = json.loads(line)
+                if "phases" in event:
+                    say_phases(what, event)
                 if "cold" in event or "warm" in event:
                     deadline = time.monotonic() + bound_s  # the next render's own bound
                     took = event.get("cold", event.get("warm"))
