@@ -21,8 +21,10 @@ from fastapi.responses import RedirectResponse
 
 from app.config import ScrapeConfig, SourceConfig, WindowConfig
 from app.read.alertfeed import AlertFeed
+from app.read.board import Board
 from app.read.fleetpoints import FleetOptions
 from app.read.pages import Pages, fixed_pages, live_pages
+from app.read.pricing import PagePricer
 from app.read.records import DiagnosisConfig
 from app.read.source import WindowSource
 from app.read.target import UiData
@@ -33,13 +35,18 @@ log = logging.getLogger(__name__)
 
 def mount(app: FastAPI, pages: Pages, *, path: str = "/ui") -> None:
     """Serve the Dash UI for ``pages`` under ``path``; run their warmer with the app, and
-    end a count of their fleets' own before the app's store closes."""
+    end a count of their fleets' own before the app's store closes. The overview's board
+    (``app.read.board``) is first computed as the app starts."""
+    board = pages.board if pages.board is not None else Board(pages.data, fleets=pages.fleets)
+    pricer = pages.pricer if pages.pricer is not None else PagePricer(pages.data, pages.twin)
     dash_app = build_dash(
         pages.data,
         alert_feed=pages.alerts,
         fleets=pages.fleets,
         prefix=path.rstrip("/") + "/",
         twin=pages.twin,
+        board=board,
+        pricer=pricer,
     )
     app.mount(path, WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
 
@@ -48,18 +55,19 @@ def mount(app: FastAPI, pages: Pages, *, path: str = "/ui") -> None:
         return RedirectResponse(path.rstrip("/") + "/")
 
     warmer, fleets = pages.warmer, pages.fleets
-    if warmer is None and fleets is None:
-        return
     inner = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
         async with inner(a) as state:
+            board.start()
             if warmer is not None:
                 warmer.start()
             try:
                 yield state
             finally:  # before the service (``inner``) closes the store they read
+                await asyncio.to_thread(board.stop)
+                await asyncio.to_thread(pricer.stop)
                 if warmer is not None:
                     warmer.stop()
                 if fleets is not None and not await asyncio.to_thread(fleets.close, 10.0):

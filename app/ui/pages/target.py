@@ -117,7 +117,7 @@ def view(
                 className="controls",
             ),
             html.P(id=ids.TARGET_STATUS, className="muted status"),
-            headroomview.placeholder(ids.TARGET_HEADROOM),
+            headroomview.placeholder(ids.TARGET_HEADROOM, ids.TARGET_TWIN_TICK, ctx_.refresh_ms),
             effectsview.placeholder(),
             dcc.Graph(
                 id=ids.TARGET_GRAPH,
