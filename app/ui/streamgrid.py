@@ -52,51 +52,55 @@ def _budget(budgets: Sequence[tuple[str, Budget]]) -> tuple[float | None, str, s
     return least.remaining, budget_text(least), words
 
 
-def row(
-    ctx: PageContext, card: Card, rank: int, budgets: Sequence[tuple[str, Budget]]
-) -> dict[str, Any]:
-    """One stream as a row: values to sort on, ``<field>_text`` to show; ``rank`` its
-    place in the overview's order, from 0."""
+def row(card: Card, rank: int, budgets: Sequence[tuple[str, Budget]]) -> dict[str, Any]:
+    """One stream as a row: values to sort on, ``<field>_text`` to show (left out where
+    the value is unknown: the cell says "n/a"); ``rank`` its place in the overview's
+    order, from 0. Its link is made in the browser (``assets/grid.js``)."""
     p, d = card.point, card.diagnosis
     sub = None if d is None or d.sub_cause is None else str(d.sub_cause)
     style = palette.style(card.cls)
     left, budget_cell, budget_words = _budget(budgets)
     out: dict[str, Any] = {
-        "id": f"{card.target}\n{card.model_name}",
         "rank": rank + 1,
         "target": card.target,
         "model": card.model_name,
-        "href": ctx.target_href(card.target, card.model_name or None),
         "class": palette.label(card.cls, sub),
-        "class_style": {"background": style.colour, "color": style.text},
-        "ttft_p99": None if p is None else p.ttft_p99,
-        "ttft_p99_text": "n/a" if p is None else fmt_value(p.ttft_p99, "s", p.ttft_p99_ge),
-        "ttft_slo": None if d is None else d.ttft_slo,
-        "itl_p99": None if p is None else p.itl_p99,
-        "itl_p99_text": "n/a" if p is None else fmt_value(p.itl_p99, "s", p.itl_p99_ge),
-        "itl_slo": None if d is None else d.itl_slo,
-        "running": None if p is None else p.running_avg,
-        "waiting": None if p is None else p.waiting_avg,
-        "kv": None if p is None else p.kv_max,
-        "budget": left,
+        "bg": style.colour,
+        "fg": style.text,
         "budget_text": budget_cell,
-        "budget_words": budget_words or "no SLO covers this stream",
-        "alerts": ", ".join(card.firing),
     }
-    for key, unit in (("running", ""), ("waiting", ""), ("kv", "ratio")):
-        out[f"{key}_text"] = fmt_value(out[key], unit)
+    if budget_words:
+        out["budget_words"] = budget_words
+    if card.firing:
+        out["alerts"] = ", ".join(card.firing)
     if card.error:
         out["class"] = f"{'partial' if card.up else 'down'}: {card.error}"
+    if p is not None and d is not None:
+        values = {
+            "ttft_p99": (p.ttft_p99, "s", p.ttft_p99_ge),
+            "itl_p99": (p.itl_p99, "s", p.itl_p99_ge),
+            "running": (p.running_avg, "", False),
+            "waiting": (p.waiting_avg, "", False),
+            "kv": (p.kv_max, "ratio", False),
+        }
+        for key, (value, unit, ge) in values.items():
+            if value is not None:
+                out[key] = value
+                out[f"{key}_text"] = fmt_value(value, unit, ge)
+        for key, verdict in (("ttft_slo", d.ttft_slo), ("itl_slo", d.itl_slo)):
+            if verdict in ("over", "unproven"):
+                out[key] = verdict
+    if left is not None:
+        out["budget"] = left
     return out
 
 
 def rows(
-    ctx: PageContext,
     cards: Sequence[Card],
     budgets: Mapping[tuple[str, str], Sequence[tuple[str, Budget]]],
 ) -> list[dict[str, Any]]:
     """Every stream's row, in the overview's order (``rank``: worst first)."""
-    return [row(ctx, c, k, budgets.get((c.target, c.model_name), ())) for k, c in enumerate(cards)]
+    return [row(c, k, budgets.get((c.target, c.model_name), ())) for k, c in enumerate(cards)]
 
 
 def _column(name: str, header: str, unit: str | None, verdict: str | None) -> dict[str, Any]:
@@ -106,9 +110,9 @@ def _column(name: str, header: str, unit: str | None, verdict: str | None) -> di
     else:
         col["filter"] = "agNumberColumnFilter"
         col["type"] = "numericColumn"
-        col["valueFormatter"] = {"function": f"params.data.{name}_text"}
+        col["valueFormatter"] = {"function": f"params.data.{name}_text || 'n/a'"}
     if name == "class":
-        col["cellStyle"] = {"function": "params.data.class_style"}
+        col["cellStyle"] = {"function": "({background: params.data.bg, color: params.data.fg})"}
     if name == "budget":
         col["tooltipField"] = "budget_words"
         col["cellClassRules"] = {"over": "params.value !== null && params.value <= 0"}
@@ -142,8 +146,8 @@ def column_defs() -> list[dict[str, Any]]:
     ]
 
 
-def grid() -> dag.AgGrid:
-    """The empty table (its rows come with the overview's refresh)."""
+def grid(ctx: PageContext) -> dag.AgGrid:
+    """The empty table (its rows come after the overview's cards)."""
     return dag.AgGrid(
         id=ids.OVERVIEW_GRID,
         columnDefs=column_defs(),
@@ -155,8 +159,10 @@ def grid() -> dag.AgGrid:
             "minWidth": 90,
             "flex": 1,
         },
-        getRowId="params.data.id",
+        getRowId="params.data.target + '\\n' + params.data.model",
         dashGridOptions={
+            # Where the target pages are (``StreamLink`` makes each row's link).
+            "context": {"targets": ctx.relative("/targets/")},
             "animateRows": False,
             "tooltipShowDelay": 300,
             "overlayNoRowsTemplate": "no streams yet",

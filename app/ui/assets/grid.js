@@ -1,11 +1,15 @@
 /* The overview's stream table (app/ui/streamgrid.py): a stream's name links to its
-   target page inside the app, as dcc.Link does (a modified click opens it as a link
+   target page (under the grid's context.targets) inside the app, as dcc.Link does (a modified click opens it as a link
    would). React escapes the name: a scraped label is text, never markup. */
 var dagcomponentfuncs = (window.dashAgGridComponentFunctions =
   window.dashAgGridComponentFunctions || {});
 
 dagcomponentfuncs.StreamLink = function (props) {
-  var href = props.data.href;
+  var model = props.data.model;
+  var href =
+    props.context.targets +
+    encodeURIComponent(props.data.target) +
+    (model ? "?model=" + encodeURIComponent(model) : "");
   return React.createElement(
     "a",
     {

@@ -57,7 +57,7 @@ def layout(ctx: PageContext, q: dict[str, str] | None = None) -> html.Div:
             html.Div(id=ids.OVERVIEW_CARDS, className="cards"),
             html.Div(id=ids.OVERVIEW_FLEETS, className="fleets"),
             html.H3("Every stream", className="grid-head"),
-            streamgrid.grid(),
+            streamgrid.grid(ctx),
             # One tick after each answer (``max_intervals`` raised by the answer): the
             # next request never goes out while one is in flight, which the renderer
             # would answer by dropping the first's answer.
@@ -230,7 +230,7 @@ def register(app: Dash, ctx: PageContext) -> None:
         if snap is None or key is None:
             return no_update
         o = read(ctx, snap)
-        return streamgrid.rows(ctx, o.cards, o.budgets)
+        return streamgrid.rows(o.cards, o.budgets)
 
 
 @dataclass(frozen=True)
