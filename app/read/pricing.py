@@ -22,14 +22,16 @@ from dataclasses import dataclass
 from app.diagnose.records import Diagnosis
 from app.evaluate.effects import attach, settings_of
 from app.model import Window
-from app.read.effects import TwinEffects, cached_effects, rebased
+from app.read.effects import PRICING_SHARE, TwinEffects, cached_effects, rebased
 from app.read.headroom import StreamHeadroom, cached_headroom
 from app.read.target import UiData
 from app.read.twincache import BUCKET_S, Intervals, TwinCache, bucket_end
 
 log = logging.getLogger(__name__)
 
-OWN_SHARE = 0.5  # the pages' own job prices only what a page asked: half a core at most
+# The pages' own job prices only what a page asked, at the share a pricing takes while it
+# runs (``app.read.effects.PRICING_SHARE``): the pages' requests keep the rest.
+OWN_SHARE = PRICING_SHARE
 OWN_EVERY_S = 2.0
 NEEDS_HISTORY = "needs the stored history (not this source)"
 

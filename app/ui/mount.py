@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,6 +32,8 @@ from app.read.target import UiData
 from app.ui.dashapp import build_dash
 
 log = logging.getLogger(__name__)
+
+STOP_S = 5.0  # how long the app's stop waits for the board's and the pricing job's threads
 
 
 def mount(app: FastAPI, pages: Pages, *, path: str = "/ui") -> None:
@@ -66,14 +69,24 @@ def mount(app: FastAPI, pages: Pages, *, path: str = "/ui") -> None:
             try:
                 yield state
             finally:  # before the service (``inner``) closes the store they read
-                await asyncio.to_thread(board.stop)
-                await asyncio.to_thread(pricer.stop)
+                await asyncio.to_thread(_stop_both, board, pricer)
                 if warmer is not None:
                     warmer.stop()
                 if fleets is not None and not await asyncio.to_thread(fleets.close, 10.0):
                     log.warning("the pages' SLO count still running at shutdown")
 
     app.router.lifespan_context = lifespan
+
+
+def _stop_both(board: Board, pricer: PagePricer, timeout: float = STOP_S) -> None:
+    """Stop the board's and the pricing job's threads, waiting for both at once (a twin
+    being fitted cannot be interrupted: a daemon thread still running when the store
+    closes logs its error and ends)."""
+    board.stop(0.0)
+    pricer.stop(0.0)
+    deadline = time.monotonic() + timeout
+    board.stop(max(0.0, deadline - time.monotonic()))
+    pricer.stop(max(0.0, deadline - time.monotonic()))
 
 
 def mount_live(
