@@ -8,8 +8,9 @@ stream, and the overview and a target page of a fleet of 1,000 targets.
   and the diagnosis card is shown.
 * ``overview_1000_*``: 1,000 targets with 10 minutes of 5 s intervals each, a model each
   (``build_fleet``, the data ``bench/queries.py`` times ``UiData.cards`` on), ``/ui/``.
-  Rendered: the status counts 1,000 streams, the first page of cards (``CARDS_PER_PAGE``,
-  problems first) is on the page and the other streams are listed as links.
+  Rendered (its first useful paint): the status counts 1,000 streams and the problem
+  streams' cards are on the page (``CARDS_PER_PAGE`` at most); ``overview_*_table_*``:
+  then the table of every stream shows its first rows (it comes in a request of its own).
 * ``target_page_of_1000_*``: the target page of one stream among those 1,000 (its default
   1 h view, the 10 minutes of data). Rendered as the day's page, with the windows it has.
 
@@ -134,14 +135,21 @@ TARGET_PAGE = (
     " && document.querySelector('#target-graph .barlayer .point')"
     " && document.querySelector('.diagnosis-card'); }})()"
 )
-# The overview is rendered: the status counts every stream, a page of cards is on the
-# page ({cards}: CARDS_PER_PAGE or fewer) and the streams without a card are listed
-# ({rest}: how many links).
+# The overview's first useful paint: the status counts every stream ({n}) and the problem
+# cards are on the page (as many as the status counts problems and streams with
+# insufficient data, {cards} at most: CARDS_PER_PAGE).
 OVERVIEW = (
     "(() => {{ const s = document.querySelector('#overview-status');"
-    " return s && s.innerText.startsWith('{n} stream(s)')"
-    " && document.querySelectorAll('.card-link').length >= {cards}"
-    " && document.querySelectorAll('.stream-list a').length >= {rest}; }})()"
+    " if (!s || !s.innerText.startsWith('{n} stream(s)')) return false;"
+    " const p = s.innerText.match(/: (\\d+) with a problem/);"
+    " const u = s.innerText.match(/, (\\d+) with insufficient data/);"
+    " const want = Math.min({cards}, (p ? +p[1] : 0) + (u ? +u[1] : 0));"
+    " return document.querySelectorAll('.card-link').length >= want; }})()"
+)
+# ...and then the table of every stream shows its first rows (its own request).
+OVERVIEW_TABLE = (
+    "document.querySelectorAll('#overview-grid .ag-center-cols-container .ag-row').length"
+    " >= Math.min({n}, 5)"
 )
 T_START = time.perf_counter()
 
@@ -179,7 +187,7 @@ def fleet_targets(n: int) -> list[dict[str, str]]:
     ]
 
 
-def render_child(url: str, ready: str, runs: int, watch: str | None) -> int:
+def render_child(url: str, ready: str, runs: int, watch: str | None, then: str | None) -> int:
     """The browser side, run as a child process (``--render``): open ``url`` in a fresh
     Chromium, time until ``ready`` holds (cold), reload ``runs`` times (warm); each figure
     a JSON line on stdout as soon as it is known. With ``watch``, the first Dash callback
@@ -209,19 +217,86 @@ def render_child(url: str, ready: str, runs: int, watch: str | None) -> int:
             seen["answered"] = time.perf_counter()
             say(answer=seen["answered"] - seen["sent"])
 
+    # Each render's phases: every request from the navigation on (the document, Dash's
+    # layout and dependencies, each callback named by its outputs), when it was sent and
+    # answered and its size, relative to the navigation; then when ``ready`` held.
+    phases: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+
+    sent_at: dict[int, float] = {}  # id(request): Playwright hands the same object to each event
+
+    def on_phase_request(request: Any) -> None:
+        sent_at[id(request)] = time.perf_counter() - t0
+
+    def on_phase_done(request: Any) -> None:
+        sent = sent_at.pop(id(request), None)
+        if sent is None:
+            return
+        size = request.sizes().get("responseBodySize", 0)
+        phases.append(
+            {
+                "what": phase_name(request),
+                "sent": sent,
+                "done": time.perf_counter() - t0,
+                "bytes": size,
+            }
+        )
+
     exe = shutil.which("chromium")
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=exe, args=ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         page.on("request", on_request)
         page.on("response", on_response)
+        page.on("request", on_phase_request)
+        page.on("requestfinished", on_phase_done)
         for k in range(runs + 1):
+            phases.clear()
             t0 = time.perf_counter()
             page.goto(url, timeout=0)
             page.wait_for_function(ready, timeout=0, polling=20)
-            say(**{"cold" if k == 0 else "warm": time.perf_counter() - t0})
+            took = time.perf_counter() - t0
+            full = None
+            if then:  # the rest of the page, after its first useful paint
+                page.wait_for_function(then, timeout=0, polling=20)
+                full = time.perf_counter() - t0
+            say(phases=sorted(phases, key=lambda e: e["sent"]), ready=took)
+            say(**{"cold" if k == 0 else "warm": took, "full": full})
         browser.close()
     return 0
+
+
+def phase_name(request: Any) -> str:
+    """A request as a phase: a Dash callback by its outputs, anything else by its path."""
+    path = request.url.split("?", 1)[0]
+    if "/_dash-update-component" not in path:
+        return path.rsplit("/", 1)[-1] or "document"
+    try:
+        body = json.loads(request.post_data or "{}")
+    except ValueError:
+        return "callback"
+    return "callback " + str(body.get("output", "?"))[:60]
+
+
+STATIC = (".js", ".css", ".map", ".ico", ".woff", ".woff2")
+
+
+def say_phases(what: str, event: dict[str, Any]) -> None:
+    """The phases of one render on stderr: each request's sent → answered (seconds from
+    the navigation) and size, then the time from the last answer to ``ready`` — the
+    browser's own share (rendering the answers)."""
+    last = 0.0
+    for e in event["phases"]:
+        last = max(last, e["done"])
+        static = e["what"].endswith(STATIC)
+        if static and e["done"] - e["sent"] < 0.5:
+            continue  # the bundles, served in parallel: named only when slow
+        kb = e["bytes"] / 1000
+        progress(f"{what}:   {e['sent']:6.2f} → {e['done']:6.2f} s  {kb:7.1f} kB  {e['what']}")
+    progress(
+        f"{what}:   last answer {last:.2f} s, ready {event['ready']:.2f} s: "
+        f"{event['ready'] - last:.2f} s after the last answer"
+    )
 
 
 @dataclass
@@ -231,12 +306,21 @@ class Rendered:
 
     cold: float | None = None
     warm: list[float] = field(default_factory=list)
+    # With ``then``: when the whole page was there (cold, then each warm render).
+    full: list[float] = field(default_factory=list)
     answer: float | None = None
     request: dict[str, str] | None = None
 
 
 def browse(
-    url: str, ready: str, runs: int, what: str, *, bound_s: float, watch: str | None = None
+    url: str,
+    ready: str,
+    runs: int,
+    what: str,
+    *,
+    bound_s: float,
+    watch: str | None = None,
+    then: str | None = None,
 ) -> Rendered:
     """Render ``url`` in a child process's own Chromium (a fresh browser: nothing cached),
     cold then ``runs`` times warm. Each render gets ``bound_s``: past it the child and its
@@ -245,6 +329,8 @@ def browse(
     cmd = [sys.executable, __file__, "--render", url, "--ready", ready, "--runs", str(runs)]
     if watch:
         cmd += ["--watch", watch]
+    if then:
+        cmd += ["--then", then]
     got = Rendered()
     with tempfile.TemporaryDirectory() as tmp:
         log = Path(tmp) / "events.jsonl"
@@ -257,16 +343,23 @@ def browse(
             for line in log.read_text().splitlines()[lines:]:
                 lines += 1
                 event = json.loads(line)
+                if "phases" in event:
+                    say_phases(what, event)
                 if "cold" in event or "warm" in event:
                     deadline = time.monotonic() + bound_s  # the next render's own bound
                     took = event.get("cold", event.get("warm"))
-                    progress(f"{what}: {'cold' if 'cold' in event else 'warm'} {took:.2f} s")
+                    whole = (
+                        "" if event.get("full") is None else f" (whole page {event['full']:.2f} s)"
+                    )
+                    progress(f"{what}: {'cold' if 'cold' in event else 'warm'} {took:.2f} s{whole}")
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)  # the child's session: it and its browser
             proc.wait()
             progress(f"{what}: not rendered within {bound_s:.0f} s, stopped")
         for line in log.read_text().splitlines():
             event = json.loads(line)
+            if event.get("full") is not None:
+                got.full.append(event["full"])
             if "cold" in event:
                 got.cold = event["cold"]
             elif "warm" in event:
@@ -357,18 +450,20 @@ def bench_fleet(tmp: Path, runs: int, n: int, bound_s: float) -> None:
     target, model = streams[len(streams) // 2]
     server = Server(create_app(settings, start_jobs=False))
     try:
-        # The target page first, while nothing of the fleet is computed.
-        url = f"{server.url}/ui/targets/{target}?model={quote(model, safe='')}"
-        ready = TARGET_PAGE.format(windows=" windows of 60 s")
-        one = browse(url, ready, runs, f"target page of {n}", bound_s=bound_s)
+        # The overview first, as the app starts (its board computed from the start on),
+        # as an on-call engineer opens it; then a target page.
         cards = browse(
             f"{server.url}/ui/",
-            OVERVIEW.format(n=n, cards=min(n, CARDS_PER_PAGE), rest=max(0, n - CARDS_PER_PAGE)),
+            OVERVIEW.format(n=n, cards=CARDS_PER_PAGE),
             runs,
             f"overview of {n}",
             bound_s=bound_s,
             watch="overview-cards",
+            then=OVERVIEW_TABLE.format(n=n),
         )
+        url = f"{server.url}/ui/targets/{target}?model={quote(model, safe='')}"
+        ready = TARGET_PAGE.format(windows=" windows of 60 s")
+        one = browse(url, ready, runs, f"target page of {n}", bound_s=bound_s)
         # The server's side alone, warm: the cards callback asked again, no browser.
         warm, size = answers(cards.request, runs, bound_s) if cards.request else ([], 0)
         progress(f"overview of {n}: warm answers {' '.join(f'{a:.2f}' for a in warm)} s")
@@ -376,6 +471,9 @@ def bench_fleet(tmp: Path, runs: int, n: int, bound_s: float) -> None:
         server.close()
     print(f"overview_{n}_render_cold_s: {_s(cards.cold, bound_s)}")
     print(f"overview_{n}_render_warm_s: {_median(cards.warm)}")
+    table = cards.full
+    print(f"overview_{n}_table_cold_s: {f'{table[0]:.2f}' if table else 'n/a'}")
+    print(f"overview_{n}_table_warm_s: {_median(table[1:])}")
     answer = "n/a" if cards.answer is None else f"{cards.answer:.2f}"
     print(f"overview_{n}_answer_cold_s: {answer}")
     print(f"overview_{n}_answer_warm_s: {_median(warm)}")
@@ -399,9 +497,10 @@ def main() -> int:
     ap.add_argument("--render", metavar="URL", help=argparse.SUPPRESS)  # the child's side
     ap.add_argument("--ready", help=argparse.SUPPRESS)
     ap.add_argument("--watch", help=argparse.SUPPRESS)
+    ap.add_argument("--then", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.render:
-        return render_child(args.render, args.ready, args.runs, args.watch)
+        return render_child(args.render, args.ready, args.runs, args.watch, args.then)
     if shutil.which("chromium") is None:
         print("chromium not installed (apt-get install chromium)", file=sys.stderr)
         return 2

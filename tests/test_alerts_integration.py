@@ -26,7 +26,7 @@ from app.alerts.state import fingerprint
 from app.config import Settings, load_settings
 from app.service import Service
 from tests.pages import page
-from tests.realbins import free_port, require_binary, running, wait_http
+from tests.realbins import START_TIMEOUT_S, free_port, require_binary, running, wait_http
 from tests.test_e2e import wait_rounds
 from tests.waiting import wait_for
 
@@ -217,7 +217,7 @@ alerts:
 
     first = _serve(config, log)
     try:
-        wait_http(f"http://127.0.0.1:{api_port}/healthz", timeout=60)
+        wait_http(f"http://127.0.0.1:{api_port}/healthz", timeout=START_TIMEOUT_S)
         # The alert fires; its notification is written and fails (receiver down).
         wait_for(lambda: any(r.get("pending") for r in outbox().values()), what="a pending row")
         wait_for(lambda: "failed" in log.read_text(), what="a failed attempt")
@@ -229,7 +229,7 @@ alerts:
     hook = Sink(hook_port)  # the receiver is back
     second = _serve(config, log)
     try:
-        wait_http(f"http://127.0.0.1:{api_port}/healthz", timeout=60)
+        wait_http(f"http://127.0.0.1:{api_port}/healthz", timeout=START_TIMEOUT_S)
         wait_for(lambda: hook.bodies, what="delivery after restart")
         wait_rounds(f"http://127.0.0.1:{api_port}")  # nothing is sent twice
         history = httpx.get(api + "/alerts/history").json()

@@ -18,7 +18,7 @@ from app.fleet.deltas import MemorySource
 from app.fleet.slo import SloCounts, SloSpec, Tally, budget
 from app.fleet.tracker import SloTracker
 from app.read.fleetpoints import FleetBudget
-from app.ui.pages.overview import fleet_budget_lines
+from app.ui.streamcards import fleet_budget_lines
 from tests.test_slo_burn import MODEL, _deltas
 
 DAY = 86400.0

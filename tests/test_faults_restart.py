@@ -31,7 +31,7 @@ import httpx
 
 from app.store.sqlite import Store
 from tests.faults import FaultServer
-from tests.realbins import free_port, wait_http
+from tests.realbins import START_TIMEOUT_S, free_port, wait_http
 from tests.test_alerts_integration import RULES, _serve
 from tests.test_e2e import wait_rounds
 from tests.waiting import wait_for
@@ -93,7 +93,7 @@ def test_sigkill_at_random_moments_loses_nothing_and_sends_within_at_least_once(
 
         def start() -> Any:
             proc = _serve(config, log)
-            wait_http(f"http://127.0.0.1:{api_port}/healthz", timeout=30)
+            wait_http(f"http://127.0.0.1:{api_port}/healthz", timeout=START_TIMEOUT_S)
             return proc
 
         def firing(target: str) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from app.main import create_app
 from app.redact import redact_url
 from app.scrape.client import fetch
 from app.service import Service
-from tests.realbins import free_port, wait_http
+from tests.realbins import START_TIMEOUT_S, free_port, wait_http
 from tests.waiting import wait_for
 
 PASSWORD = "s3cret-pass"
@@ -320,7 +320,7 @@ alerts: {{enabled: false}}
     with log.open("ab") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
-        wait_http(f"http://127.0.0.1:{port}/healthz", timeout=60)
+        wait_http(f"http://127.0.0.1:{port}/healthz", timeout=START_TIMEOUT_S)
         with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
             sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
             sock.recv(1024)  # uvicorn answers 400 and logs a warning

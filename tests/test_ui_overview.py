@@ -1,6 +1,8 @@
-"""The overview's paging: problems first, a page of cards at most, the rest as links."""
+"""The overview's paging: problems first, a page of cards at most; the table has the rest."""
 
 from __future__ import annotations
+
+import pytest
 
 from app.diagnose.classes import DiagnosisClass
 from app.read.points import Card
@@ -17,26 +19,32 @@ def _card(name: str, cls: DiagnosisClass) -> Card:
     return Card(name, "m", True, None, None, _D(cls))  # type: ignore[arg-type]
 
 
-def test_problems_come_first_and_healthy_fill_the_last_page(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_a_large_overview_pages_its_problems_and_leaves_healthy_streams_to_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setattr(overview, "CARDS_PER_PAGE", 3)
     cards = [_card(f"p{i}", DiagnosisClass.QUEUE_BOUND) for i in range(4)]
     cards += [_card(f"h{i}", DiagnosisClass.HEALTHY) for i in range(5)]
-    shown, rest, pages, words = split_page(cards, 1)
+    shown, pages, words = split_page(cards, 1)
     assert [c.target for c in shown] == ["p0", "p1", "p2"]
-    assert [c.target for c in rest] == [f"h{i}" for i in range(5)]
     assert pages == 2 and words == "problems 1–3 of 4"
-    shown, rest, pages, words = split_page(cards, 2)
-    assert [c.target for c in shown] == ["p3", "h0", "h1"]
-    assert [c.target for c in rest] == ["h2", "h3", "h4"]
+    shown, pages, words = split_page(cards, 2)
+    assert [c.target for c in shown] == ["p3"]
     assert words == "problems 4–4 of 4"
     # A page past the last is the last.
     assert split_page(cards, 99)[0] == shown
 
 
+def test_a_large_healthy_overview_has_no_cards(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(overview, "CARDS_PER_PAGE", 3)
+    cards = [_card(f"h{i}", DiagnosisClass.HEALTHY) for i in range(5)]
+    assert split_page(cards, 1) == ([], 1, "no stream with a problem")
+
+
 def test_a_small_overview_is_all_cards() -> None:
     cards = [_card("a", DiagnosisClass.HEALTHY), _card("b", DiagnosisClass.IDLE)]
-    shown, rest, pages, _ = split_page(cards, 1)
-    assert [c.target for c in shown] == ["a", "b"] and rest == [] and pages == 1
+    shown, pages, words = split_page(cards, 1)
+    assert [c.target for c in shown] == ["a", "b"] and pages == 1 and words == "0 problem(s)"
 
 
 def test_page_of_reads_only_a_positive_number() -> None:

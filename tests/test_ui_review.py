@@ -14,8 +14,8 @@ from app.read.markdown_text import code
 from app.ui import timerange
 from app.ui.components import diagnosis_card
 from app.ui.markdown import incident_markdown
-from app.ui.pages.overview import _metric
 from app.ui.spikes import dominant_class, find_spikes
+from app.ui.streamcards import _metric
 from tests.diagnose_windows import make_window
 from tests.ui_points import T0, pt, series, timeline
 

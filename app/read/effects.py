@@ -56,6 +56,9 @@ DEFAULT_CPU_SHARE = 0.02
 # seconds of CPU in one go, and a thread that runs that long slows every scrape round
 # (``app.pacing``); ``cpu_share`` bounds its average.
 PRICING_SHARE = 0.25
+# What a pricing is taken to cost before one has been timed (CPU seconds): a twin's fit
+# and replays, 0.5–2 s (module docstring).
+FIRST_GUESS_S = 1.5
 
 
 def effect_of(cal: Calibration, setting: Setting, slo_ttft: float, slo_itl: float) -> Effect:
@@ -256,6 +259,21 @@ class TwinEffects:
     def queued(self) -> int:
         with self._lock:
             return len(self._queue)
+
+    def due_in(self, target: str, model: str) -> tuple[float, int] | None:
+        """About how many seconds until the queued stream is priced, and how many streams
+        are priced before it (None: not queued): the budget's debt, then the streams
+        more urgent than it and itself, each at the mean CPU a pricing has cost so far
+        (:data:`FIRST_GUESS_S` before any), paid at ``cpu_share``. An estimate: a stream
+        more urgent may be queued meanwhile."""
+        with self._lock:
+            asked = self._queue.get((target, model))
+            if asked is None:
+                return None
+            ahead = sum(1 for a in self._queue.values() if a.urgency > asked.urgency)
+        mean = self.spent_s / self.priced if self.priced else FIRST_GUESS_S
+        debt = max(0.0, self.spent_s - self.cpu_share * (self._clock() - self._since))
+        return (debt + (ahead + 1) * mean) / self.cpu_share, ahead
 
     def within_budget(self) -> bool:
         return self.spent_s <= self.cpu_share * (self._clock() - self._since)

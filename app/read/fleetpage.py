@@ -391,16 +391,22 @@ class FleetData:
         return out
 
     # -- overview ---------------------------------------------------------------------------
-    def summaries(self, *, wait: bool = True) -> list[FleetSummary]:
+    def summaries(
+        self,
+        *,
+        wait: bool = True,
+        judged: Sequence[tuple[Window, Diagnosis]] | None = None,
+    ) -> list[FleetSummary]:
         """Every fleet's replicas, imbalance in the latest window and budgets: from the
         evaluation round's windows where they are fresh for every replica (a fleet with
-        probes reads the store: the probes' windows are not the round's); ``wait``: as
-        :meth:`statuses`."""
+        probes reads the store: the probes' windows are not the round's), else from
+        ``judged`` (the overview's board: each stream's latest window, which it has);
+        ``wait``: as :meth:`statuses`."""
         statuses = self.statuses(wait=wait)
         budgets: dict[FleetKey, list[tuple[str, Budget]]] = {}
         for s in statuses:
             budgets.setdefault(s.key, []).append((s.spec.name, s.budget))
-        fresh = self._fresh_windows()
+        fresh = self._fresh_windows(judged)
         labels_of = self.options.labels_of
         roles = self.roles
         # Only labelled probes can be a fleet's probes (``probe_targets``): the rest are
@@ -409,12 +415,12 @@ class FleetData:
         out = []
         for key, members in self.groups().items():
             ws = [fresh.get((t, key.model_name)) for t in members]
-            judged = [w for w in ws if w is not None]
-            if len(judged) == len(ws) and judged and not probe_targets(streams, labels_of, key):
-                start, end = judged[0].start, judged[0].end
+            known = [w for w in ws if w is not None]
+            if len(known) == len(ws) and known and not probe_targets(streams, labels_of, key):
+                start, end = known[0].start, known[0].end
                 view = view_of(
                     key,
-                    judged,
+                    known,
                     start,
                     end,
                     self.config,
@@ -428,14 +434,16 @@ class FleetData:
             out.append(FleetSummary(key, tuple(members), flagged, tuple(budgets.get(key, ()))))
         return out
 
-    def _fresh_windows(self) -> dict[tuple[str, str], Window]:
-        """The round's latest windows at most ``FRESH_STEPS`` steps behind the latest
-        window end, all of one end (none outside the service)."""
-        if self.round_windows is None:
-            return {}
+    def _fresh_windows(
+        self, judged: Sequence[tuple[Window, Diagnosis]] | None = None
+    ) -> dict[tuple[str, str], Window]:
+        """The round's latest windows (else ``judged``) at most ``FRESH_STEPS`` steps
+        behind the latest window end, all of one end (none outside the service and
+        without ``judged``)."""
+        rounds = [] if self.round_windows is None else self.round_windows()
         end = self.aligned_end(self.source.now())
-        got = [
-            w for w, _ in fresh_rounds(self.round_windows(), end, self.step, self.length).values()
-        ]
+        got = [w for w, _ in fresh_rounds(rounds, end, self.step, self.length).values()]
+        if not got and judged:
+            got = [w for w, _ in fresh_rounds(judged, end, self.step, self.length).values()]
         last = max((w.end for w in got), default=None)
         return {(w.target, w.model_name): w for w in got if w.end == last}

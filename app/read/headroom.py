@@ -23,7 +23,7 @@ from typing import Any
 
 from app.diagnose.config import DiagnosisConfig
 from app.read.backlog import LOOKBACK_S, growing_at
-from app.read.twincache import Intervals, TwinCache, bucket_end, fitted, info_key
+from app.read.twincache import BUCKET_S, Intervals, TwinCache, bucket_end, fitted, info_key
 from app.twin.headroom import Headroom, growing_headroom, headroom
 
 
@@ -83,12 +83,46 @@ def stream_headroom(
         room = headroom(cal, slo.ttft_p99, slo.itl_p99)
         return StreamHeadroom(target, model, f.start, f.end, room, None, replay, cal.twin.warnings)
 
-    key = ("headroom", target, model, bucket_end(now), repr(config.server_for(target)),
-           info_key(page), slo.ttft_p99, slo.itl_p99)  # fmt: skip
+    key = _key(config, target, model, bucket_end(now), page)
     if cache is None:
         return make()
     out: StreamHeadroom = cache.get(key, make)
     return out
+
+
+def _key(
+    config: DiagnosisConfig, target: str, model: str, end: float, page: Mapping[str, str]
+) -> tuple[object, ...]:
+    slo = config.slo_for(target, model)
+    return ("headroom", target, model, end, repr(config.server_for(target)), info_key(page),
+            slo.ttft_p99, slo.itl_p99)  # fmt: skip
+
+
+def cached_headroom(
+    intervals: Intervals,
+    target: str,
+    model: str,
+    *,
+    now: float,
+    config: DiagnosisConfig,
+    cache: TwinCache,
+    info: Mapping[str, str] | None = None,
+) -> StreamHeadroom | None:
+    """The stream's headroom without a twin run: where its queue grows, the capacity it
+    needs (read now); else this ``BUCKET_S``'s answer, else the previous one's (its
+    ``end`` says which); None: neither is priced yet."""
+    inc = growing_at(intervals, target, model, now, config)
+    if inc is not None:
+        slo = config.slo_for(target, model)
+        room = growing_headroom(inc, slo.ttft_p99, slo.itl_p99)
+        return StreamHeadroom(target, model, now - LOOKBACK_S, now, room)
+    page = cache.info(target, model, info)
+    end = bucket_end(now)
+    for at in (end, end - BUCKET_S):
+        hit = cache.peek(_key(config, target, model, at, page))
+        if isinstance(hit, StreamHeadroom):
+            return hit
+    return None
 
 
 def fleet_headroom(results: Sequence[StreamHeadroom]) -> StreamHeadroom | None:

@@ -1,18 +1,16 @@
 """The hints' predicted effects as the pages show them: priced by the what-if twin
 (``app.read.effects``) and attached as the service's evaluation round attaches them
-(``app.evaluate.effects.attach``: flagged hints last), on the target page's card, its
-effects panel and the incident's diagnosis at the peak."""
+(``app.evaluate.effects.attach``: flagged hints last), on the target page's card and the
+incident's diagnosis at the peak (the target page's effects panel: ``app.read.pricing``)."""
 
 from __future__ import annotations
 
 from app.diagnose.records import Diagnosis
 from app.evaluate.effects import attach, settings_of
 from app.model import Window
-from app.read.effects import cached_effects, priced, stream_effects
+from app.read.effects import cached_effects, priced
 from app.read.target import UiData
 from app.read.twincache import TwinCache
-
-NEEDS_HISTORY = "predicted effects: need the stored history (not this source)"
 
 
 def with_cached(
@@ -36,36 +34,6 @@ def with_cached(
         compute=False,
         window=window,
     )
-
-
-def current_priced(
-    data: UiData, twin: TwinCache, target: str, model: str
-) -> Diagnosis | str | None:
-    """The stream's latest diagnosis with its hints' effects, priced now where not
-    cached (seconds of CPU each); None: it has no hint the twin models; a sentence: why
-    they cannot be priced on this source."""
-    intervals = getattr(data.source, "intervals", None)
-    found = data.current(target, model)
-    if found is None:
-        return None
-    window, d = found
-    settings = settings_of(d)
-    if not settings:
-        return None
-    if intervals is None:
-        return NEEDS_HISTORY
-    effects = stream_effects(
-        intervals,
-        window.target,
-        model,
-        settings,
-        now=window.end,
-        config=data.config,
-        cache=twin,
-        info=dict(window.info or {}),
-        shown=window,
-    )
-    return attach(d, effects)
 
 
 def priced_at(

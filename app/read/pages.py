@@ -20,8 +20,11 @@ from app.diagnose.records import Diagnosis
 from app.fleet.tracker import SloTracker
 from app.model import Window
 from app.read.alertfeed import AlertFeed, NoAlerts, StoreAlerts
+from app.read.board import Board
+from app.read.effects import TwinEffects
 from app.read.fleetpage import FleetData
 from app.read.fleetpoints import FleetOptions
+from app.read.pricing import PagePricer
 from app.read.source import StoreSource, WindowSource, live_targets
 from app.read.target import UiData
 from app.read.twincache import TwinCache
@@ -31,14 +34,19 @@ from app.redact import redact_url
 
 @dataclass(frozen=True)
 class Pages:
-    """Everything the pages read: streams, alerts, fleets, the twin's answers, and the
-    cache warmer to run with the app (None: none)."""
+    """Everything the pages read: streams, alerts, fleets, the twin's answers, the
+    overview's board (``app.read.board``; None: one over ``data``) and the cache warmer
+    to run with the app (None: none)."""
 
     data: UiData
     alerts: AlertFeed = field(default_factory=NoAlerts)
     fleets: FleetData | None = None
     twin: TwinCache = field(default_factory=TwinCache)
     warmer: Warmer | None = None
+    board: Board | None = None
+    # The twin's answers from the pricing job's cache (app.read.pricing; None: one over
+    # ``data`` and ``twin``, pricing with a job of the pages' own).
+    pricer: PagePricer | None = None
 
 
 def live_label(source: SourceConfig) -> str:
@@ -106,13 +114,21 @@ def live_pages(
         counted_elsewhere=jobs,
     )
     fleets.round_windows = latest
+    # The service's twin answers (headroom, the hints' effects its job priced), once it runs.
+    twin = TwinCache(shared=lambda: getattr(service(), "twin_cache", None))
+
+    def job() -> TwinEffects | None:  # the service's pricing job, where it runs
+        found: TwinEffects | None = getattr(service(), "effects", None)
+        return found
+
     return Pages(
         data,
         alerts=StoreAlerts(lambda: service().store) if alerts else NoAlerts(),
         fleets=fleets,
-        # The service's twin answers (headroom, the hints' effects its job priced), once it runs.
-        twin=TwinCache(shared=lambda: getattr(service(), "twin_cache", None)),
+        twin=twin,
         warmer=Warmer(data) if warm else None,
+        board=Board(data, fleets=fleets),
+        pricer=PagePricer(data, twin, job if jobs else None),
     )
 
 
@@ -133,4 +149,6 @@ def fixed_pages(
     if isinstance(source, StoreSource):
         options = fleet_options or FleetOptions.defaults()
         fleets = FleetData(source, config, options, length=length, step=step)
-    return Pages(data, alerts=alert_feed or NoAlerts(), fleets=fleets)
+    return Pages(
+        data, alerts=alert_feed or NoAlerts(), fleets=fleets, board=Board(data, fleets=fleets)
+    )

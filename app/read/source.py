@@ -5,6 +5,12 @@ written page by page into an in-memory store (:func:`app.sources.recording.recor
 through the service's own ``process`` step) — so a recording is judged exactly as the
 live service would have judged it. A Prometheus-backed source only has to implement
 :class:`WindowSource`.
+
+A grid of windows on whole minutes (the day's and the week's views: 60 s windows every
+60 s, 600 s every 600 s) is read from the store's minute roll-ups
+(``app.read.windows.resolution``; the same windows as the raw deltas', bit for bit:
+``app.windows.from_rollups``) — a day is 1,440 roll-ups instead of 17,280 deltas; any
+other grid from the raw deltas.
 """
 
 from __future__ import annotations
@@ -21,12 +27,14 @@ from app.evaluate.stream import with_page
 from app.model import IntervalDelta, Window
 from app.read.cells import gauge_samples, merge_cells
 from app.read.twincache import page_info
+from app.read.windows import resolution as rollup_resolution
 from app.redact import redact_url
 from app.sources.base import TargetState
 from app.sources.prometheus import TargetHistory
 from app.sources.recording import record_into, target_name
 from app.store.sqlite import ScrapeRecord, Store
 from app.windows.aggregate import windows as make_windows
+from app.windows.from_rollups import iter_rollup_windows
 from app.windows.rollup import RollupPart
 
 # The histograms the diagnosis reads (it declares them); the UI draws only TTFT and ITL.
@@ -172,16 +180,30 @@ class StoreSource:
     ) -> list[Observed]:
         store = self._store()
         lo = first_end - length
-        deltas = store.intervals(target, model, lo, end)
-        ws = grid_windows(
-            deltas,
-            target=target,
-            model=model,
-            first_end=first_end,
-            end=end,
-            length=length,
-            step=step,
-        )
+        res = rollup_resolution(first_end, length, step)
+        if res is not None:  # a day's or a week's view: its minutes, rolled up once
+            parts = store.rollups(target, model, lo, end, res)
+            ws = list(
+                iter_rollup_windows(
+                    parts,
+                    start=lo,
+                    end=end,
+                    length=length,
+                    step=step,
+                    target=target,
+                    model_name=model,
+                )
+            )
+        else:
+            ws = grid_windows(
+                store.intervals(target, model, lo, end),
+                target=target,
+                model=model,
+                first_end=first_end,
+                end=end,
+                length=length,
+                step=step,
+            )
         counts = _ScrapeCounts(store.scrapes(target, lo, end))
         # The server settings its latest page reports, as the evaluation round's windows
         # carry them (the hints start from them: ``app.evaluate.stream.with_page``).

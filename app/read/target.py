@@ -26,6 +26,7 @@ from app.diagnose.config import DiagnosisConfig
 from app.diagnose.records import Diagnosis
 from app.evaluate.stream import judge_window
 from app.model import Window
+from app.pacing import pace
 from app.read.compare import RunBaselines
 from app.read.points import (
     DEFAULT_BUDGET,
@@ -241,11 +242,17 @@ class UiData:
         return self.diagnosis_at(target, model, self.aligned_end(self.now()), compare=compare)
 
     # -- overview ---------------------------------------------------------------------------
-    def cards(self, firing: dict[tuple[str, str], list[str]] | None = None) -> list[Card]:
+    def cards(
+        self,
+        firing: dict[tuple[str, str], list[str]] | None = None,
+        *,
+        judged: list[tuple[Window, Diagnosis]] | None = None,
+    ) -> list[Card]:
         """One card per stream (a down target without streams gets one), worst first:
-        each stream's latest window and diagnosis, what the order needs. The class strip
-        of the last 15 minutes (``recent``) is left out: it costs a window and a
-        diagnosis per step, so only the cards a page shows get it (:meth:`with_recent`)."""
+        each stream's latest window and diagnosis, what the order needs (appended to
+        ``judged`` where given: the fleets' views read them too). The class strip of the
+        last 15 minutes (``recent``) is left out: it costs a window and a diagnosis per
+        step, so only the cards a page shows get it (:meth:`with_recent`)."""
         firing = firing or {}
         infos = {t.name: t for t in self.source.targets()}
         streams = self.source.streams()
@@ -253,11 +260,14 @@ class UiData:
         out: list[Card] = []
         seen: set[str] = set()
         for target, model in streams:
+            pace()  # a background thread's share of the interpreter (app.pacing), if paced
             info = infos.get(target)
             if info is None and self.source.live:
                 continue  # a stream of a target no longer configured
             seen.add(target)
             cur = fresh.get((target, model)) or self.current(target, model, compare=False)
+            if cur is not None and judged is not None:
+                judged.append(cur)
             out.append(
                 Card(
                     target=target,

@@ -7,8 +7,10 @@ from dataclasses import dataclass, field
 from urllib.parse import quote, urlencode
 
 from app.read.alertfeed import AlertFeed, AlertRow
+from app.read.board import Board
 from app.read.fleetpage import FleetData
 from app.read.fleetpoints import fleet_name
+from app.read.pricing import PagePricer
 from app.read.target import UiData
 from app.read.twincache import TwinCache
 
@@ -25,6 +27,22 @@ class PageContext:
     # The what-if twin's answers of this UI: headroom and hints' effects, computed when a
     # page asks (app.read.twincache), or shared with the service's.
     twin: TwinCache = field(default_factory=TwinCache)
+    # The overview's cards, kept by a thread of their own (app.read.board); None: one
+    # over ``data``, made with the context.
+    board_given: Board | None = None
+    board: Board = field(init=False)
+    # The twin's answers from the pricing job's cache (app.read.pricing); None: one over
+    # ``data`` and ``twin``, made with the context.
+    pricer_given: PagePricer | None = None
+    pricer: PagePricer = field(init=False)
+
+    def __post_init__(self) -> None:  # frozen: each set once, here
+        board = self.board_given
+        if board is None:
+            board = Board(self.data, fleets=self.fleets)
+        object.__setattr__(self, "board", board)
+        pricer = self.pricer_given
+        object.__setattr__(self, "pricer", pricer or PagePricer(self.data, self.twin))
 
     def target_href(
         self,

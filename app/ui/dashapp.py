@@ -16,7 +16,9 @@ from urllib.parse import unquote
 from dash import Dash, Input, Output, dcc, html
 
 from app.read.alertfeed import AlertFeed, NoAlerts
+from app.read.board import Board
 from app.read.fleetpage import FleetData
+from app.read.pricing import PagePricer
 from app.read.target import UiData
 from app.read.twincache import TwinCache
 from app.ui import effectsview, headroomview, ids, timerange
@@ -94,9 +96,13 @@ def build_dash(
     prefix: str = PREFIX,
     refresh_ms: int = 5000,
     twin: TwinCache | None = None,
+    board: Board | None = None,
+    pricer: PagePricer | None = None,
 ) -> Dash:
     """The UI for ``data`` (and ``fleets``: the fleet pages), to be served under ``prefix``
-    (mounted there by the caller)."""
+    (mounted there by the caller); ``board``: the overview's (``app.read.board``; None:
+    one made here, computed when the overview is first asked); ``pricer``: the twin's
+    answers (``app.read.pricing``; None: one made here, with a pricing job of its own)."""
     app = Dash(
         __name__,
         requests_pathname_prefix=prefix,
@@ -119,6 +125,8 @@ def build_dash(
         refresh_ms=refresh_ms,
         fleets=fleets,
         twin=twin if twin is not None else TwinCache(),
+        board_given=board,
+        pricer_given=pricer,
     )
     app.layout = _shell(ctx)
     app.validation_layout = html.Div(  # type: ignore[assignment]

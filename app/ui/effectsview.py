@@ -1,8 +1,9 @@
 """The hints' predicted effects on the target page: each hint whose change the what-if
-twin models, priced on the stream's last 15 minutes when the page asks
-(``app.read.pageeffects``; kept 5 minutes and shared with the service's alerts), e.g.
+twin models, as the pricing job priced it on the stream's last 15 minutes
+(``app.read.pricing``: read from its cache, never computed for the page), e.g.
 "--max-num-seqs 16 (now 4): predicted: TTFT p99 2.4 s → 20 ms (18–23 ms), ITL p99 +0 %".
-Once priced, the diagnosis card shows each effect under its hint too."""
+Until the job has priced them the panel says when they are due and asks again at each
+refresh. Once priced, the diagnosis card shows each effect under its hint too."""
 
 from __future__ import annotations
 
@@ -12,12 +13,13 @@ from dash import Dash, Input, Output, html
 
 from app.diagnose.records import Diagnosis
 from app.model import Window
-from app.read.pageeffects import current_priced, with_cached
+from app.read.pageeffects import with_cached
+from app.read.pricing import Pending, due_text
 from app.ui import ids
 from app.ui.components import data_attrs
 from app.ui.context import PageContext
 
-PENDING = "predicted effects of the hints: computing (the twin replays the last 15 minutes) …"
+PENDING = "predicted effects of the hints: asking the twin's pricing job …"
 
 
 def placeholder() -> html.Div:
@@ -36,15 +38,19 @@ def register(app: Dash, ctx: PageContext) -> None:
         Output(ids.TARGET_EFFECTS, "className"),
         Input(ids.TARGET_STREAM, "data"),
         Input(ids.TARGET_MODEL, "value"),
+        Input(ids.TARGET_TWIN_TICK, "n_intervals"),
     )
-    def effects(stream: dict[str, Any] | None, model: str | None) -> tuple[Any, str]:
+    def effects(stream: dict[str, Any] | None, model: str | None, _n: int | None) -> Any:
         if not stream or model is None:
             return "", "effects muted"
-        d = current_priced(ctx.data, ctx.twin, stream["target"], model)
+        d = ctx.pricer.effects(stream["target"], model)
         if d is None:
             return "", "effects muted"
         if isinstance(d, str):
             return d, "effects muted"
+        if isinstance(d, Pending):
+            text = f"predicted effects of the hints: {due_text(d, ctx.data.now())}"
+            return text, "effects muted pending"
         items = [
             html.Li(
                 [html.Code(h.action), html.Span(": "), h.effect.text()],

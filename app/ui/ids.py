@@ -23,7 +23,8 @@ TARGET_CARD = "target-card"  # pattern type, index: "target\nmodel"
 OVERVIEW_FLEETS = "overview-fleets"
 OVERVIEW_PAGE = "overview-page"  # dcc.Store: the page of problem cards shown (?page=N)
 OVERVIEW_PAGER = "overview-pager"
-OVERVIEW_REST = "overview-rest"  # the streams without a card on the page, as links
+OVERVIEW_GRID = "overview-grid"  # every stream, one row each (app.ui.streamgrid)
+OVERVIEW_ROWS_KEY = "overview-rows-key"  # dcc.Store: what the table's rows were made of
 FLEET_LINK = "fleet-link"  # pattern type, index: the fleet's name
 
 # -- target page --------------------------------------------------------------------------
@@ -44,6 +45,7 @@ TARGET_INCIDENT_LINK = "target-incident-link"
 TARGET_AT = "target-at"  # dcc.Store: the window end the card shows (None = latest)
 TARGET_HEADROOM = "target-headroom"  # the what-if twin's headroom line
 TARGET_EFFECTS = "target-effects"  # the what-if twin's predicted effects of the hints
+TARGET_TWIN_TICK = "target-twin-tick"  # asks the pricing job's cache again (headroom, effects)
 TARGET_ZOOM = "target-zoom"  # dcc.Store: [start, end] the user zoomed to (None = whole range)
 
 # -- fleet page ---------------------------------------------------------------------------
@@ -57,6 +59,7 @@ FLEET_CUSTOM = "fleet-custom"
 FLEET_TICK = "fleet-tick"
 FLEET_STATUS = "fleet-status"
 FLEET_HEADROOM = "fleet-headroom"  # the tightest replica's headroom line
+FLEET_TWIN_TICK = "fleet-twin-tick"  # asks the pricing job's cache again (headroom)
 FLEET_IMBALANCE = "fleet-imbalance"
 FLEET_POOLS = "fleet-pools"  # a P/D fleet's pools, client TTFT and KV transfer
 FLEET_TABLE = "fleet-table"

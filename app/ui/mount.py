@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -21,8 +22,10 @@ from fastapi.responses import RedirectResponse
 
 from app.config import ScrapeConfig, SourceConfig, WindowConfig
 from app.read.alertfeed import AlertFeed
+from app.read.board import Board
 from app.read.fleetpoints import FleetOptions
 from app.read.pages import Pages, fixed_pages, live_pages
+from app.read.pricing import PagePricer
 from app.read.records import DiagnosisConfig
 from app.read.source import WindowSource
 from app.read.target import UiData
@@ -30,16 +33,23 @@ from app.ui.dashapp import build_dash
 
 log = logging.getLogger(__name__)
 
+STOP_S = 5.0  # how long the app's stop waits for the board's and the pricing job's threads
+
 
 def mount(app: FastAPI, pages: Pages, *, path: str = "/ui") -> None:
     """Serve the Dash UI for ``pages`` under ``path``; run their warmer with the app, and
-    end a count of their fleets' own before the app's store closes."""
+    end a count of their fleets' own before the app's store closes. The overview's board
+    (``app.read.board``) is first computed as the app starts."""
+    board = pages.board if pages.board is not None else Board(pages.data, fleets=pages.fleets)
+    pricer = pages.pricer if pages.pricer is not None else PagePricer(pages.data, pages.twin)
     dash_app = build_dash(
         pages.data,
         alert_feed=pages.alerts,
         fleets=pages.fleets,
         prefix=path.rstrip("/") + "/",
         twin=pages.twin,
+        board=board,
+        pricer=pricer,
     )
     app.mount(path, WSGIMiddleware(dash_app.server))  # type: ignore[arg-type]
 
@@ -48,24 +58,35 @@ def mount(app: FastAPI, pages: Pages, *, path: str = "/ui") -> None:
         return RedirectResponse(path.rstrip("/") + "/")
 
     warmer, fleets = pages.warmer, pages.fleets
-    if warmer is None and fleets is None:
-        return
     inner = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
         async with inner(a) as state:
+            board.start()
             if warmer is not None:
                 warmer.start()
             try:
                 yield state
             finally:  # before the service (``inner``) closes the store they read
+                await asyncio.to_thread(_stop_both, board, pricer)
                 if warmer is not None:
                     warmer.stop()
                 if fleets is not None and not await asyncio.to_thread(fleets.close, 10.0):
                     log.warning("the pages' SLO count still running at shutdown")
 
     app.router.lifespan_context = lifespan
+
+
+def _stop_both(board: Board, pricer: PagePricer, timeout: float = STOP_S) -> None:
+    """Stop the board's and the pricing job's threads, waiting for both at once (a twin
+    being fitted cannot be interrupted: a daemon thread still running when the store
+    closes logs its error and ends)."""
+    board.stop(0.0)
+    pricer.stop(0.0)
+    deadline = time.monotonic() + timeout
+    board.stop(max(0.0, deadline - time.monotonic()))
+    pricer.stop(max(0.0, deadline - time.monotonic()))
 
 
 def mount_live(

@@ -89,7 +89,7 @@ def view(
                 className="controls",
             ),
             html.P(id=ids.FLEET_STATUS, className="muted status"),
-            headroomview.placeholder(ids.FLEET_HEADROOM),
+            headroomview.placeholder(ids.FLEET_HEADROOM, ids.FLEET_TWIN_TICK, ctx_.refresh_ms),
             html.Div(
                 [
                     html.Div(id=ids.FLEET_IMBALANCE, className="col-main"),

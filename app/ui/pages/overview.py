@@ -1,33 +1,42 @@
-"""Overview: the fleets as links to their pages, then every target and model as a card,
-worst first; a click on a card opens the target. Cards and fleet links show the error
-budget left of each SLO that covers them.
+"""Overview: the problem streams as cards, worst first; the fleets as links to their
+pages; then every stream in one table (``app.ui.streamgrid``: virtualised, sortable,
+filterable). A click on a card or a row's name opens the target. Cards, fleet links and
+rows show the error budget left of each SLO that covers them.
+
+Nothing here computes a stream's window: the cards are the overview's board
+(``app.read.board``), kept by a thread of its own, and the budgets and fleets are read
+without waiting (``FleetData``). Before the first board the page says it is being
+computed and asks again within a second.
 
 A page holds at most ``CARDS_PER_PAGE`` cards (and ``FLEET_LINKS`` fleet links): the
-problem streams first, paged with ``?page=N``, then healthy ones while room is left; the
-healthy and idle streams (and quiet fleets) that do not fit are one list of links. The
-browser mounts each component of an answer on its own, at a cost that grows with the
-square of their number (BENCHMARKS.md, "UI"), so a page of a thousand cards never
-renders; a page of two dozen does."""
+problem streams, paged with ``?page=N``; a fleet small enough to fit on one page is all
+cards, healthy ones after the problems. The browser mounts each component of an answer
+on its own, at a cost that grows with the square of their number (BENCHMARKS.md, "UI"),
+so a thousand streams are rows of one table, never a thousand cards."""
 
 from __future__ import annotations
 
+import hashlib
+from dataclasses import dataclass, replace
 from typing import Any
 
-from dash import Dash, Input, Output, State, dcc, html
+from dash import Dash, Input, Output, State, dcc, html, no_update
 
 from app.diagnose.classes import DiagnosisClass
-from app.diagnose.records import fmt_value
 from app.read import markdown_text as md
+from app.read.board import Snapshot, stripped, with_firing
 from app.read.fleetpoints import FleetBudget, FleetSummary
-from app.read.points import RECENT_S, Card
-from app.read.records import Budget, budget_text, budget_title
-from app.ui import ids, palette
-from app.ui.components import badge, data_attrs, mini_band
+from app.read.points import Card
+from app.read.records import Budget
+from app.ui import ids, palette, streamgrid
+from app.ui.components import data_attrs
 from app.ui.context import PageContext
 from app.ui.figures import utc
+from app.ui.streamcards import budget_lines, card_view
 
 CARDS_PER_PAGE = 24
 FLEET_LINKS = 12
+WAITING_MS = 1000  # the refresh while the first board is computed
 FINE = (DiagnosisClass.HEALTHY, DiagnosisClass.IDLE)
 
 
@@ -43,100 +52,18 @@ def layout(ctx: PageContext, q: dict[str, str] | None = None) -> html.Div:
             html.H2("Overview"),
             html.P(id=ids.OVERVIEW_STATUS, className="muted"),
             dcc.Store(id=ids.OVERVIEW_PAGE, data=page_of(q or {})),
-            html.Div(id=ids.OVERVIEW_FLEETS, className="fleets"),
+            dcc.Store(id=ids.OVERVIEW_ROWS_KEY),
             html.Div(id=ids.OVERVIEW_PAGER, className="pager"),
             html.Div(id=ids.OVERVIEW_CARDS, className="cards"),
-            html.Div(id=ids.OVERVIEW_REST, className="overview-rest"),
-            dcc.Interval(
-                id=ids.OVERVIEW_TICK,
-                interval=ctx.refresh_ms,
-                disabled=not ctx.data.source.live,
-            ),
+            html.Div(id=ids.OVERVIEW_FLEETS, className="fleets"),
+            html.H3("Every stream", className="grid-head"),
+            streamgrid.grid(ctx),
+            # One tick after each answer (``max_intervals`` raised by the answer): the
+            # next request never goes out while one is in flight, which the renderer
+            # would answer by dropping the first's answer.
+            dcc.Interval(id=ids.OVERVIEW_TICK, interval=WAITING_MS, max_intervals=1),
         ],
         className="page-overview",
-    )
-
-
-# The SLO judgement of a p99 (``app.diagnose.slo.verdict``) → its marker's class and
-# tooltip: ▲ proven over, ≈ unproven (the style sheet draws the marks).
-SLO_MARKS: dict[str, tuple[str, str]] = {
-    "over": ("over", "over its SLO: the histogram's bucket edges prove more than 1 % above it"),
-    "unproven": (
-        "unproven",
-        "maybe over its SLO: the p99 lies in a histogram bucket around the SLO, more likely "
-        "over than not, but the bucket edges cannot prove it (the default alerts fire on it "
-        "only with alerts.fire_on_unproven)",
-    ),
-}
-# A p99 above its SLO that the judgement still calls within (the bucket around the SLO
-# says less than even odds; or speculative decoding, judged per token): said on hover.
-WITHIN_ABOVE = (
-    "within its SLO as judged on the histogram: the p99 lies in a bucket around the SLO and "
-    "is more likely within than over, or (ITL under speculative decoding) the per-token "
-    "latency is within"
-)
-
-
-def _metric(
-    name: str,
-    value: str,
-    *,
-    over: bool = False,
-    verdict: str | None = None,
-    above: bool = False,
-) -> list[html.Span]:
-    """One number of a card, as its name and its value (two cells of the card's grid, no
-    wrapper: the browser's cost grows with the components); ``verdict`` (an SLO
-    judgement) or ``over`` marks the value; ``above``: the value alone is above its SLO
-    (a hover says why it is not marked)."""
-    mark, title = SLO_MARKS.get(verdict or "", ("over" if over else "", ""))
-    if not mark and verdict == "within" and above:
-        title = WITHIN_ABOVE
-    return [
-        html.Span(name, className="metric-name"),
-        html.Span(
-            value,
-            className=f"metric-value {mark}" if mark else "metric-value",
-            title=title or None,
-        ),
-    ]
-
-
-def budget_lines(budgets: list[tuple[str, Budget]], *, fleet: str | None = None) -> list[html.Div]:
-    """``error budget (default): 87 % left`` for each SLO covering a fleet (``n/a (312
-    events)`` until its period holds enough events to judge; early in the period its burn
-    rate and what it projects); on a replica's card ``fleet`` names whose budget it is."""
-    whose = "error budget" if fleet is None else f"fleet {fleet}'s error budget"
-    return [
-        html.Div(
-            f"{whose} ({name}): {budget_text(b)}",
-            className="card-budget over"
-            if b.remaining is not None and b.remaining <= 0
-            else "card-budget",
-            title=budget_title(b),
-            **data_attrs(slo=name),
-        )
-        for name, b in budgets
-    ]
-
-
-def fleet_budget_lines(budgets: list[FleetBudget]) -> list[html.Div]:
-    """A replica's card: its fleet's budgets, each saying whose it is (``fleet llama's
-    error budget (default): …``; "this replica's" when it is the fleet's only one)."""
-    out: list[html.Div] = []
-    for b in budgets:
-        fleet = None if b.replicas <= 1 else f"{b.fleet} ({b.replicas} replicas)"
-        out.extend(budget_lines([(b.slo, b.budget)], fleet=fleet))
-    return out
-
-
-def strip_axis() -> html.Div:
-    """The time axis under the class strip: its two ends named, the 5-minute ticks
-    between them drawn by the style sheet."""
-    return html.Div(
-        [html.Span(f"−{RECENT_S / 60:g} min"), html.Span("now")],
-        className="mini-band-axis",
-        title=f"the last {RECENT_S / 60:g} minutes, a tick every 5: one colour per run of a class",
     )
 
 
@@ -171,103 +98,10 @@ def fleet_link_view(ctx: PageContext, f: FleetSummary) -> dcc.Link:
     )
 
 
-def card_view(
-    ctx: PageContext,
-    card: Card,
-    *,
-    now: float,
-    budgets: list[FleetBudget] | None = None,
-) -> dcc.Link:
-    """One stream's card, linking to its target page."""
-    body: list[Any] = [
-        html.Div(
-            [html.Span(card.target, className="card-target"), html.Span(card.model_name)],
-            className="card-title",
-        )
-    ]
-    if card.error:
-        state = "partial: " if card.up else "down: "  # partial: the page was used
-        body.append(html.Div([state, card.error], className="card-error"))
-    d, p = card.diagnosis, card.point
-    if d is not None and p is not None:
-        body.append(badge(card.cls, None if d.sub_cause is None else str(d.sub_cause)))
-        body.append(
-            html.Div(
-                [
-                    *_metric("TTFT p50", fmt_value(p.ttft_p50, "s", p.ttft_p50_ge)),
-                    *_metric(
-                        "TTFT p99",
-                        fmt_value(p.ttft_p99, "s", p.ttft_p99_ge),
-                        verdict=d.ttft_slo,
-                        above=p.ttft_p99 is not None and p.ttft_p99 > d.slo_ttft_p99,
-                    ),
-                    *_metric("ITL p50", fmt_value(p.itl_p50, "s", p.itl_p50_ge)),
-                    *_metric(
-                        "ITL p99",
-                        fmt_value(p.itl_p99, "s", p.itl_p99_ge),
-                        verdict=d.itl_slo,
-                        above=p.itl_p99 is not None and p.itl_p99 > d.slo_itl_p99,
-                    ),
-                    *_metric("running", fmt_value(p.running_avg)),
-                    *_metric("waiting", fmt_value(p.waiting_avg)),
-                    *_metric(
-                        "KV",
-                        fmt_value(p.kv_max, "ratio"),
-                        over=p.kv_max is not None and p.kv_max >= 0.9,
-                    ),
-                ],
-                className="metrics",
-            )
-        )
-        body.append(mini_band(card.recent, ctx.data.step, start=now - RECENT_S, end=now))
-        body.append(strip_axis())
-        body.extend(fleet_budget_lines(budgets or []))
-    elif card.up or not card.error:
-        body.append(badge(DiagnosisClass.INSUFFICIENT_DATA.value))
-        body.append(html.Div("no data yet", className="muted"))
-    alerts = (
-        html.Div(["firing: ", ", ".join(card.firing)], className="card-alerts firing")
-        if card.firing
-        else html.Div("no firing alerts", className="card-alerts muted")
-    )
-    body.append(alerts)
-    return dcc.Link(
-        html.Div(body, className="card", **data_attrs(**{"class": card.cls})),
-        href=ctx.target_href(card.target, card.model_name or None),
-        id=ids.target_card(card.target, card.model_name),
-        className="card-link",
-    )
-
-
 def link_list(links: list[tuple[str, str]]) -> str:
     """Links as one Markdown paragraph, ``·`` between them (one component, however many);
     each label a code span, so nothing in a scraped name is markup."""
     return " · ".join(f"[{md.code(label)}](<{href}>)" for label, href in links)
-
-
-def rest_view(ctx: PageContext, cards: list[Card]) -> Any:
-    """The streams without a card on this page, as one list of links (healthy ones
-    named first by the count of each class)."""
-    if not cards:
-        return ""
-    counts: dict[str, int] = {}
-    for c in cards:
-        counts[c.cls] = counts.get(c.cls, 0) + 1
-    words = ", ".join(f"{n} {cls.replace('_', ' ')}" for cls, n in sorted(counts.items()))
-    links = [
-        (
-            f"{c.target} ({c.model_name})" if c.model_name else c.target,
-            ctx.target_href(c.target, c.model_name or None),
-        )
-        for c in cards
-    ]
-    return html.Details(
-        [
-            html.Summary(f"{len(cards)} more stream(s) without a card here: {words}"),
-            dcc.Markdown(link_list(links), link_target="_self", className="stream-list"),
-        ],
-        className="overview-rest-list",
-    )
 
 
 def pager_view(ctx: PageContext, page: int, pages: int, shown: str) -> Any:
@@ -282,20 +116,20 @@ def pager_view(ctx: PageContext, page: int, pages: int, shown: str) -> Any:
     return parts
 
 
-def split_page(cards: list[Card], page: int) -> tuple[list[Card], list[Card], int, str]:
-    """The cards of a page (problems first; healthy ones while room is left), the streams
-    listed without a card, the number of pages and what the page shows."""
+def split_page(cards: list[Card], page: int) -> tuple[list[Card], int, str]:
+    """The cards of a page — the problems, worst first; all of them, healthy ones after,
+    when every stream fits on one page — the number of pages and what the page shows."""
     problems = [c for c in cards if c.cls not in FINE]
-    fine = [c for c in cards if c.cls in FINE]
+    if len(cards) <= CARDS_PER_PAGE:
+        return list(cards), 1, f"{len(problems)} problem(s)"
     pages = max(1, -(-len(problems) // CARDS_PER_PAGE))
     page = min(page, pages)
     lo = (page - 1) * CARDS_PER_PAGE
     shown = problems[lo : lo + CARDS_PER_PAGE]
-    room = CARDS_PER_PAGE - len(shown) if page == pages else 0
-    rest = fine[room:] if room else fine
-    shown = shown + fine[:room]
+    if not problems:
+        return [], 1, "no stream with a problem"
     words = f"problems {lo + 1}–{min(lo + CARDS_PER_PAGE, len(problems))} of {len(problems)}"
-    return shown, rest, pages, words
+    return shown, pages, words
 
 
 def fleets_view(ctx: PageContext, summaries: list[FleetSummary]) -> Any:
@@ -337,37 +171,123 @@ def counts_text(cards: list[Card]) -> str:
     return f"{len(cards)} stream(s): {', '.join(parts)}, {n_firing} firing alert(s)"
 
 
+def firing_of(ctx: PageContext) -> dict[tuple[str, str], list[str]]:
+    """The firing alerts by stream (a target's alert without a model: model "")."""
+    firing: dict[tuple[str, str], list[str]] = {}
+    for a in ctx.alerts.current():
+        if a.state == "firing":
+            firing.setdefault((a.target, a.model_name or ""), []).append(a.name)
+    return firing
+
+
+def waiting_status(ctx: PageContext) -> str:
+    """What the page says before the first board."""
+    why = ctx.board.failed
+    if why is not None:
+        return f"the streams could not be read ({why}); trying again"
+    return (
+        "computing every stream's latest window (the first time after a start); "
+        f"shown within {WAITING_MS / 1000:g} s of being ready · {ctx.data.source.label}"
+    )
+
+
 def register(app: Dash, ctx: PageContext) -> None:
     @app.callback(
         Output(ids.OVERVIEW_CARDS, "children"),
         Output(ids.OVERVIEW_STATUS, "children"),
         Output(ids.OVERVIEW_FLEETS, "children"),
         Output(ids.OVERVIEW_PAGER, "children"),
-        Output(ids.OVERVIEW_REST, "children"),
+        Output(ids.OVERVIEW_ROWS_KEY, "data"),
+        Output(ids.OVERVIEW_TICK, "interval"),
+        Output(ids.OVERVIEW_TICK, "max_intervals"),
         Input(ids.OVERVIEW_TICK, "n_intervals"),
         State(ids.OVERVIEW_PAGE, "data"),
+        State(ids.OVERVIEW_ROWS_KEY, "data"),
     )
-    def refresh(_n: int | None, page: int | None) -> tuple[Any, ...]:
-        firing: dict[tuple[str, str], list[str]] = {}
-        for a in ctx.alerts.current():
-            if a.state == "firing":
-                firing.setdefault((a.target, a.model_name or ""), []).append(a.name)
-        cards = ctx.data.cards(firing)
-        now = ctx.data.now()
-        status = f"{counts_text(cards)} · {ctx.data.source.label} · as of {utc(now)} UTC"
-        fd = ctx.fleets
-        fleets: Any = ""
-        budgets: dict[tuple[str, str], list[FleetBudget]] = {}
-        if fd is not None:
-            # Never counted in the request: a count runs beside it while none is at hand.
-            budgets = fd.budgets(wait=False)
-            fleets = fleets_view(ctx, fd.summaries(wait=False))
-            if fd.options.specs and not budgets and fd.counting:
-                status += " · SLO budgets: being counted, shown at the next refresh"
-        shown, rest, pages, words = split_page(cards, page or 1)
-        shown = ctx.data.with_recent(shown)
-        views = [
-            card_view(ctx, c, now=now, budgets=budgets.get((c.target, c.model_name))) for c in shown
-        ]
-        pager = pager_view(ctx, min(page or 1, pages), pages, words)
-        return views, status, fleets, pager, rest_view(ctx, rest)
+    def refresh(n: int | None, page: int | None, shown_key: str | None) -> tuple[Any, ...]:
+        again = (n or 0) + 1  # the next tick, and none before this answer is in
+        snap = ctx.board.read()
+        if snap is None:
+            return "", waiting_status(ctx), "", "", no_update, WAITING_MS, again
+        o = read(ctx, snap)
+        views, status, fleets, pager = answer(ctx, o, page or 1)
+        key = o.key()
+        return (
+            views,
+            status,
+            fleets,
+            pager,
+            no_update if key == shown_key else key,  # the table's rows, when they changed
+            ctx.refresh_ms,
+            again if ctx.data.source.live else 0,
+        )
+
+    # The table's rows in a request of their own, after the cards and only when they
+    # changed: the cards paint without waiting for a thousand rows.
+    @app.callback(Output(ids.OVERVIEW_GRID, "rowData"), Input(ids.OVERVIEW_ROWS_KEY, "data"))
+    def rows(key: str | None) -> Any:
+        snap = ctx.board.read()
+        if snap is None or key is None:
+            return no_update
+        o = read(ctx, snap)
+        return streamgrid.rows(
+            o.cards, {k: [(b.slo, b.budget) for b in v] for k, v in o.budgets.items()}
+        )
+
+
+@dataclass(frozen=True)
+class Read:
+    """What one answer reads: the board's cards with their firing alerts, the budgets
+    and the fleets' summaries with them, and whether the budgets are being counted."""
+
+    snap: Snapshot
+    cards: list[Card]
+    budgets: dict[tuple[str, str], list[FleetBudget]]
+    fleets: list[FleetSummary]
+    counting: bool
+
+    def key(self) -> str:
+        """What the table's rows depend on, as a short text (a change: new rows)."""
+        firing = sorted((c.target, c.model_name, c.firing) for c in self.cards if c.firing)
+        budgets = sorted(
+            (k, tuple((b.slo, b.budget.remaining, b.budget.events) for b in v))
+            for k, v in self.budgets.items()
+        )
+        return hashlib.sha1(repr((self.snap.at, firing, budgets)).encode()).hexdigest()
+
+
+def read(ctx: PageContext, snap: Snapshot) -> Read:
+    """The board, the firing alerts and the budgets at hand (never counted here: a
+    count runs beside the request while none is); the fleets' list is the board's, with
+    the budgets counted since."""
+    cards = with_firing(snap.cards, firing_of(ctx))
+    fd = ctx.fleets
+    if fd is None:
+        return Read(snap, cards, {}, [], False)
+    statuses = fd.statuses(wait=False)
+    budgets = fd.budgets(wait=False)
+    of_fleet: dict[Any, list[tuple[str, Budget]]] = {}
+    for s in statuses:
+        of_fleet.setdefault(s.key, []).append((s.spec.name, s.budget))
+    fleets = [replace(f, budgets=tuple(of_fleet.get(f.key, f.budgets))) for f in snap.fleets]
+    counting = bool(fd.options.specs and not budgets and fd.counting)
+    return Read(snap, cards, budgets, fleets, counting)
+
+
+def answer(ctx: PageContext, o: Read, page: int) -> tuple[Any, ...]:
+    """The overview's cards, status, fleets and pager."""
+    snap = o.snap
+    status = f"{counts_text(o.cards)} · {ctx.data.source.label} · as of {utc(snap.end)} UTC"
+    if ctx.board.computing:
+        status += " · the next window's cards are being computed"
+    if o.counting:
+        status += " · SLO budgets: being counted, shown at the next refresh"
+    shown, pages, words = split_page(o.cards, page)
+    shown = stripped(ctx.data, snap, shown)
+    views = [
+        card_view(ctx, c, now=snap.end, budgets=o.budgets.get((c.target, c.model_name)))
+        for c in shown
+    ]
+    pager = pager_view(ctx, min(page, pages), pages, words)
+    fleets = fleets_view(ctx, o.fleets) if ctx.fleets is not None else ""
+    return views, status, fleets, pager

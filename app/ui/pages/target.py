@@ -117,7 +117,7 @@ def view(
                 className="controls",
             ),
             html.P(id=ids.TARGET_STATUS, className="muted status"),
-            headroomview.placeholder(ids.TARGET_HEADROOM),
+            headroomview.placeholder(ids.TARGET_HEADROOM, ids.TARGET_TWIN_TICK, ctx_.refresh_ms),
             effectsview.placeholder(),
             dcc.Graph(
                 id=ids.TARGET_GRAPH,
@@ -135,6 +135,7 @@ def view(
                 id=ids.TARGET_TICK,
                 interval=ctx_.refresh_ms,
                 disabled=not ctx_.data.source.live,
+                max_intervals=1,  # one tick after each answer (the refresh raises it)
             ),
         ],
         className="page-target-view",
@@ -216,6 +217,7 @@ def _register_refresh(app: Dash, ctx_: PageContext) -> None:
         Output(ids.TARGET_INCIDENT_LINK, "href"),
         Output(ids.TARGET_AT, "data"),
         Output(ids.TARGET_ZOOM, "data"),
+        Output(ids.TARGET_TICK, "max_intervals"),
         Input(ids.TARGET_MODEL, "value"),
         Input(ids.TARGET_RANGE, "value"),
         Input(ids.TARGET_FROM, "value"),
@@ -232,7 +234,25 @@ def _register_refresh(app: Dash, ctx_: PageContext) -> None:
         choice: str,
         lo: str | None,
         hi: str | None,
-        _tick: int | None,
+        tick: int | None,
+        click: dict[str, Any] | None,
+        live: list[str] | None,
+        stream: dict[str, str],
+        at: float | None,
+        zoom: list[float] | None,
+    ) -> tuple[Any, ...]:
+        # The next live tick once this answer is in (``max_intervals`` raised by it): a
+        # tick sent while a long range is still computed would make the renderer drop
+        # this answer as stale.
+        again = (tick or 0) + 1
+        got = _answer(model, choice, lo, hi, click, live, stream, at, zoom)
+        return (*got, again)
+
+    def _answer(
+        model: str | None,
+        choice: str,
+        lo: str | None,
+        hi: str | None,
         click: dict[str, Any] | None,
         live: list[str] | None,
         stream: dict[str, str],
