@@ -297,6 +297,8 @@ def incident_of(tiles: Sequence[Window], slo_ttft: float, latest: Window | None 
     )
     first, last = recent[0], recent[-1]
     q0 = (_gauge(first, "waiting", "first") or 0.0) + (_gauge(first, "running", "first") or 0.0)
+    q1 = (_gauge(last, "waiting", "last") or 0.0) + (_gauge(last, "running", "last") or 0.0)
+    grew = q1 - q0  # over the tiles λ and μ are read on (their noise is the yardstick)
     now = last
     if (
         latest is not None
@@ -306,7 +308,6 @@ def incident_of(tiles: Sequence[Window], slo_ttft: float, latest: Window | None 
         now = latest
     backlog = _gauge(now, "waiting", "last") or 0.0
     running = _gauge(now, "running", "last") or 0.0
-    grew = backlog + running - q0
     noise = 3.0 * math.sqrt(sum(came) + mu.mid * sum(secs)) + 1.0
     span_s = sum(secs)
     seen = (
