@@ -17,7 +17,9 @@ replica), and compares with what the server did, from the rest of the recording:
 * **under SLO** — from the surge's end to the start of the first 10-second bucket of
   arrivals from which every bucket's client TTFT p99 is under the SLO (all but 5 % of the
   later ones), the definition ``bench/incident.py`` judges the simulator by
-  (``app.sim.scale_out.under_slo``).
+  (``app.sim.scale_out.under_slo``); and, less strict, the start of the first bucket
+  under the SLO (``under_slo_first``): on a shared host one stall after the drain (a
+  bucket of 3 s) moves the strict reading by tens of seconds.
 
 And why it is off where it is: the completion rate the server kept **while draining**
 (requests ended from the surge's end to the drain, per second) and the engine's speed in
@@ -74,6 +76,7 @@ class Knee:
     backlog_measured: float  # waiting on the last page read
     drain_measured: float | None  # s from surge_end; None: never within the recording
     under_slo_measured: float | None
+    under_slo_first: float | None  # the first 10 s bucket of arrivals under the SLO
     mu_drain_measured: float | None  # requests ended per s from surge_end to the drain
     tokens_surge: float  # generation tokens per s over μ's tiles (pages)
     tokens_drain: float | None  # … from the surge's end to the drain
@@ -102,6 +105,7 @@ class Knee:
             "predicted": None if self.predicted is None else self.predicted.to_dict(),
             "drain_measured_s": self.drain_measured,
             "under_slo_measured_s": self.under_slo_measured,
+            "under_slo_first_s": self.under_slo_first,
             "mu_drain_measured": _r(self.mu_drain_measured),
             "generation_tokens_per_s": {
                 "surge": round(self.tokens_surge, 1),
@@ -200,6 +204,19 @@ def analyse(folder: Path, slo_ttft: float = SLO_TTFT) -> Knee:
         if r["send"] >= s1
     ]
     under = under_slo(after, s1, slo_ttft)  # type: ignore[arg-type]
+    first = next(
+        (
+            t
+            for t in range(0, int(max((a.arrival for a in after), default=s1) - s1) + 1, 10)
+            if under_slo(
+                [a for a in after if s1 + t <= a.arrival < s1 + t + 10],  # type: ignore[arg-type]
+                s1 + t,
+                slo_ttft,
+            )
+            == 0.0
+        ),
+        None,
+    )
     backlog = waiting_of(dict(pages(folder))[cut_at])
     mu_drain = tok_drain = None
     if drained is not None and drained > 0:
@@ -208,7 +225,8 @@ def analyse(folder: Path, slo_ttft: float = SLO_TTFT) -> Knee:
     tok_surge = tokens_per_s(folder, mu_w[0], mu_w[1]) or 0.0
     return Knee(
         s0, s1, surge_rate, post_rate, cut_at, inc, k, pred, lam_w, lam, mu_w, mu,
-        backlog, drained, under, mu_drain, tok_surge, tok_drain,
+        backlog, drained, under, None if first is None else float(first), mu_drain, tok_surge,
+        tok_drain,
     )  # fmt: skip
 
 
@@ -252,7 +270,8 @@ def report(k: Knee, source: str) -> str:
         f"TTFT p99 under {inc.slo_ttft:g} s: predicted {_s(p.under_slo_after_s)} "
         f"({_s(p.under_slo_range[0])}–{_s(p.under_slo_range[1])}); measured "
         f"{_s(k.under_slo_measured)} (10 s buckets) → "
-        f"{_err(p.under_slo_after_s, k.under_slo_measured)}",
+        f"{_err(p.under_slo_after_s, k.under_slo_measured)}; the first bucket under it: "
+        f"{_s(k.under_slo_first)} → {_err(p.under_slo_after_s, k.under_slo_first)}",
         f"while draining: completions {k.mu_drain_measured or 0:.2f} req/s (μ fitted on the "
         f"surge {mu.mid:.2f}); generation tokens {k.tokens_drain or 0:.0f}/s against "
         f"{k.tokens_surge:.0f}/s on μ's tiles; the fluid model at the drain's own μ: "
