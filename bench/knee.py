@@ -44,7 +44,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -52,6 +52,9 @@ from app.read.whatif import from_scrapes  # noqa: E402
 from app.sim.scale_out import under_slo  # noqa: E402
 from app.sources.recording import read_scrapes  # noqa: E402
 from app.twin.incident import QUEUED, RECENT_TILES, Drain, Incident, incident_of  # noqa: E402
+
+if TYPE_CHECKING:
+    from app.sim.scheduler import Request
 
 SLO_TTFT = 2.0
 _WAITING = re.compile(r"^vllm:num_requests_waiting(?:\{[^}]*\})?\s+(\S+)", re.M)
@@ -195,21 +198,25 @@ def analyse(folder: Path, slo_ttft: float = SLO_TTFT) -> Knee:
     mu = sum(mu_w[0] <= e < mu_w[1] for e in done) / (mu_w[1] - mu_w[0])
     later = [(t, waiting_of(p)) for t, p in pages(folder) if t >= s1]
     drained = next((t - s1 for t, w in later if w < 1.0), None)
-    after = [
-        SimpleNamespace(
-            arrival=r["send"],
-            first_token=None if r.get("ttft") is None else r["send"] + r["ttft"],
-        )
-        for r in sent
-        if r["send"] >= s1
-    ]
-    under = under_slo(after, s1, slo_ttft)  # type: ignore[arg-type]
+    # under_slo reads only a request's arrival and first_token
+    after = cast(
+        "list[Request]",
+        [
+            SimpleNamespace(
+                arrival=r["send"],
+                first_token=None if r.get("ttft") is None else r["send"] + r["ttft"],
+            )
+            for r in sent
+            if r["send"] >= s1
+        ],
+    )
+    under = under_slo(after, s1, slo_ttft)
     first = next(
         (
             t
             for t in range(0, int(max((a.arrival for a in after), default=s1) - s1) + 1, 10)
             if under_slo(
-                [a for a in after if s1 + t <= a.arrival < s1 + t + 10],  # type: ignore[arg-type]
+                [a for a in after if s1 + t <= a.arrival < s1 + t + 10],
                 s1 + t,
                 slo_ttft,
             )
