@@ -72,7 +72,7 @@ def run_case(args: tuple[float, float, int]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         record_until(sc, seed, at, Path(tmp) / "rec")
         span = from_scrapes(read_scrapes(Path(tmp) / "rec"))
-    inc = incident_of(span.tiles, SLO_TTFT)
+    inc = incident_of(span.tiles, SLO_TTFT, span.whole)
     rows = []
     for n in REPLICAS:
         pred = inc.drain(n) if inc.growing else None

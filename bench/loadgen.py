@@ -9,6 +9,12 @@ the prompt's token count follows N roughly). Lengths come from one class
 ``--class WEIGHT:PROMPT_WORDS:OUTPUT_TOKENS`` (``--class 8:80:64 --class 2:400:256``: 80 %
 short, 20 % long).
 
+A phased load (``--phase SECONDS:RATE``, repeated) changes the rate at set offsets:
+``--phase 60:8 --phase 90:21 --phase 150:7`` sends 8 req/s for 60 s, then 21 req/s for
+90 s (a surge), then 7 req/s for 150 s; ``--duration`` is then their sum (given or not)
+and ``--rate`` is ignored. Each phase draws its own Poisson arrivals from the same seeded
+generator, so the schedule is as reproducible as a single rate's.
+
 Open loop: the whole schedule (arrival times, classes, prompts) is drawn up front from one
 ``random.Random(seed)``, so two runs with the same seed and spec send the same requests at
 the same offsets, whatever the server does. An arrival that finds ``--max-in-flight``
@@ -66,6 +72,7 @@ __all__ = [
     "Summary",
     "WORDS",
     "parse_class",
+    "parse_phase",
     "run_load",
     "schedule",
     "summarise",
@@ -103,6 +110,19 @@ class LoadSpec:
     seed: int = 1
     max_in_flight: int = 256
     warmup: float = 0.0
+    # (seconds, rate) pieces: the rate changes at their boundaries; empty: ``rate`` throughout
+    phases: tuple[tuple[float, float], ...] = ()
+
+    def rate_at(self, t: float) -> float:
+        """The scheduled arrival rate at offset ``t`` (s)."""
+        if not self.phases:
+            return self.rate
+        edge = 0.0
+        for seconds, rate in self.phases:
+            edge += seconds
+            if t < edge:
+                return rate
+        return 0.0
 
     def describe(self) -> dict[str, Any]:
         """The spec as JSON-ready values (for a recording's meta.json)."""
@@ -132,6 +152,17 @@ def parse_class(text: str) -> RequestClass:
     return RequestClass(weight, words, tokens)
 
 
+def parse_phase(text: str) -> tuple[float, float]:
+    """``SECONDS:RATE`` → (seconds, rate); ValueError when malformed."""
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise ValueError(f"phase {text!r}: want SECONDS:RATE")
+    seconds, rate = float(parts[0]), float(parts[1])
+    if not (seconds > 0 and rate >= 0):
+        raise ValueError(f"phase {text!r}: seconds > 0 and rate >= 0")
+    return seconds, rate
+
+
 def schedule(spec: LoadSpec) -> list[Arrival]:
     """Every arrival of a run, from ``random.Random(spec.seed)`` only (same seed, same list).
 
@@ -141,17 +172,21 @@ def schedule(spec: LoadSpec) -> list[Arrival]:
     rng = random.Random(spec.seed)
     weights = [c.weight for c in spec.classes]
     out: list[Arrival] = []
-    if spec.rate <= 0 or spec.duration <= 0:
-        return out
-    t = 0.0
-    while True:
-        t += rng.expovariate(spec.rate)
-        if t >= spec.duration:
-            return out
-        k = rng.choices(range(len(spec.classes)), weights)[0]
-        c = spec.classes[k]
-        prompt = " ".join(rng.choice(WORDS) for _ in range(c.prompt_words))
-        out.append(Arrival(len(out), t, k, prompt, c.prompt_words, c.output_tokens))
+    pieces = spec.phases or ((spec.duration, spec.rate),)
+    begin = 0.0
+    for seconds, rate in pieces:
+        end = min(begin + seconds, spec.duration)
+        t = begin
+        while rate > 0:
+            t += rng.expovariate(rate)  # memoryless: a phase may start its gaps afresh
+            if t >= end:
+                break
+            k = rng.choices(range(len(spec.classes)), weights)[0]
+            c = spec.classes[k]
+            prompt = " ".join(rng.choice(WORDS) for _ in range(c.prompt_words))
+            out.append(Arrival(len(out), t, k, prompt, c.prompt_words, c.output_tokens))
+        begin += seconds
+    return out
 
 
 @dataclass
@@ -190,8 +225,13 @@ class Summary:
     def line(self) -> str:
         s = self.spec
         steady = s.duration - s.warmup
+        if s.phases:
+            rates = " then ".join(f"{r:.2f} req/s for {d:g} s" for d, r in s.phases)
+            head = f"loadgen: {steady:g} s at {rates} seed {s.seed}"
+        else:
+            head = f"loadgen: {steady:g} s at {s.rate:.2f} req/s seed {s.seed}"
         return (
-            f"loadgen: {steady:g} s at {s.rate:.2f} req/s seed {s.seed}: sent={self.sent} "
+            f"{head}: sent={self.sent} "
             f"ok={self.ok} failed={self.failed} dropped={self.dropped} "
             f"ttft_p50={_fmt(_quantile(self.ttfts, 0.5))} "
             f"ttft_p99={_fmt(_quantile(self.ttfts, 0.99))} "
@@ -402,6 +442,19 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
         classes = tuple(parse_class(c) for c in args.classes)
     else:
         classes = (RequestClass(1.0, args.prompt_words, args.output_tokens),)
+    phases = tuple(parse_phase(p) for p in getattr(args, "phases", None) or ())
+    if phases:
+        return LoadSpec(
+            rate=max(r for _, r in phases),
+            duration=sum(d for d, _ in phases),
+            classes=classes,
+            seed=args.seed,
+            max_in_flight=args.max_in_flight,
+            warmup=args.warmup,
+            phases=phases,
+        )
+    if args.rate is None or args.duration is None:
+        raise ValueError("--rate and --duration are required without --phase")
     return LoadSpec(
         rate=args.rate,
         duration=args.warmup + args.duration,
@@ -414,8 +467,15 @@ def spec_from_args(args: argparse.Namespace) -> LoadSpec:
 
 def add_load_options(p: argparse.ArgumentParser) -> None:
     """The load options, shared with tests/vllm_real/record.py."""
-    p.add_argument("--rate", type=float, required=True, help="arrivals per second")
-    p.add_argument("--duration", type=float, required=True, help="steady part, s")
+    p.add_argument("--rate", type=float, help="arrivals per second (without --phase)")
+    p.add_argument("--duration", type=float, help="steady part, s (without --phase)")
+    p.add_argument(
+        "--phase",
+        dest="phases",
+        action="append",
+        metavar="SECONDS:RATE",
+        help="a piece of a phased load (repeatable, in order; replaces --rate/--duration)",
+    )
     p.add_argument("--warmup", type=float, default=0.0, help="warm-up before it, s")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--prompt-words", type=int, default=80)

@@ -145,3 +145,24 @@ def test_on_the_simulator_the_answer_matches_its_replay_of_the_change(tmp_path: 
     predicted = inc.drain(2).under_slo_after_s
     assert predicted is not None and two.under_slo_s is not None
     assert abs(predicted - two.under_slo_s) <= 0.3 * max(two.under_slo_s, 30.0)
+
+
+def test_the_backlog_is_the_latest_page_s_even_past_the_last_tile() -> None:
+    """A whatif span's tiles start at its first page; when the span is not a whole number
+    of tiles the latest page can fall past the last tile (on a real vLLM, by 0.002 s).
+    The backlog — the state the answer starts from — is that page's, not the tile's."""
+    tiles = surge()
+    end = tiles[-1].end
+    latest = tile(0, arrivals=16.0, completions=11.0, waiting=(0, 930.0), running=31.0)
+    latest = Window(
+        "t", "m", 0.0, end + 0.002, latest.quantiles, {}, {}, {}, {}, latest.gauges, {},
+        end + 0.002, 10, derived=latest.derived,
+    )  # fmt: skip
+    inc = incident_of(tiles, SLO, latest)
+    assert inc.backlog == 930.0 and inc.running == 31.0
+    assert incident_of(tiles, SLO).backlog == pytest.approx(5 * 30 * 6)
+    same_end = Window(
+        "t", "m", 0.0, end, latest.quantiles, {}, {}, {}, {}, latest.gauges, {}, end, 10,
+        derived=latest.derived,
+    )  # fmt: skip
+    assert incident_of(tiles, SLO, same_end).backlog == pytest.approx(5 * 30 * 6)

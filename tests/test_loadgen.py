@@ -99,3 +99,21 @@ def test_the_capacity_probe_counts_what_a_server_serves(
     # The requests that ended in the 3 s measured, per second (the simulator's engine is
     # not saturated by this load; a real vLLM at 4 sequences is).
     assert got["completed"] > 0 and got["capacity_rps"] == round(got["completed"] / 3, 3)
+
+
+def test_a_phased_load_sends_each_phase_at_its_own_rate_and_the_same_seed_repeats_it() -> None:
+    from loadgen import parse_phase
+
+    spec = LoadSpec(
+        rate=20, duration=300, classes=MIX, seed=1, phases=((100, 5.0), (100, 20.0), (100, 2.0))
+    )
+    a = schedule(spec)
+    assert a == schedule(spec)
+    counts = [sum(lo <= x.at < lo + 100 for x in a) for lo in (0, 100, 200)]
+    for n, rate in zip(counts, (5.0, 20.0, 2.0), strict=True):
+        assert abs(n - 100 * rate) < 4 * math.sqrt(100 * rate)  # Poisson: within 4 sd
+    assert [spec.rate_at(t) for t in (0, 150, 299, 300)] == [5.0, 20.0, 2.0, 0.0]
+    assert all(x.at < 300 for x in a)
+    assert parse_phase("90:16.5") == (90.0, 16.5)
+    with pytest.raises(ValueError):
+        parse_phase("90")

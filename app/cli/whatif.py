@@ -209,7 +209,7 @@ def run(args: argparse.Namespace) -> int:
     cal = calibrate(twin, span.whole, seeds=args.seeds)
     result = predict_from(cal, changes, knobs, notes=notes)
     slo = config.slo_for(span.whole.target, span.whole.model_name)
-    incident = incident_of(span.tiles, slo.ttft_p99)
+    incident = incident_of(span.tiles, slo.ttft_p99, span.whole)
     drain = None
     if incident.growing:
         _progress(args, "the queue grows: pricing the change's capacity …")

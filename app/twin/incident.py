@@ -11,7 +11,11 @@ fluid model of the queue:
   while a queue stood in front of the engine (the server was saturated: this is its
   capacity for this workload, whatever bounds it — ``max_num_seqs``, the token budget,
   the KV pool or the step time);
-* **backlog B** — the requests waiting at the span's end.
+* **backlog B** — the requests waiting at the span's end: the latest page's, also when
+  the span is not a whole number of tiles (``latest``: a whatif span's tiles start at its
+  first page, so the last tile can end up to a tile before the latest page — 0.002 s on a
+  real vLLM's 5 s grid of pages was enough to leave the last page out, and the backlog
+  read 372 where the server had 399 waiting).
 
 A backlog drains at ``μ − λ`` when ``λ < μ``, and grows by ``λ − μ`` otherwise. With N
 replicas the assumed routing is **the queued requests stay where they are** (a vLLM
@@ -266,9 +270,11 @@ def _rate(counts: Sequence[float], seconds: Sequence[float]) -> Rate:
     return Rate(max(mid - 2 * se, 0.0), mid, mid + 2 * se)
 
 
-def incident_of(tiles: Sequence[Window], slo_ttft: float) -> Incident:
+def incident_of(tiles: Sequence[Window], slo_ttft: float, latest: Window | None = None) -> Incident:
     """The regime at the span's end and, when its queue grows, the fluid model
-    (module docstring). ``tiles``: the span's windows in time order."""
+    (module docstring). ``tiles``: the span's windows in time order; ``latest``: a window
+    ending at the span's end (its latest page), read for the backlog now when it ends
+    after the last tile."""
     tiles = [w for w in tiles if w.covered > 0]
     if len(tiles) < MIN_TILES:
         return Incident("steady", "too few windows to see a trend", slo_ttft=slo_ttft)
@@ -292,10 +298,17 @@ def incident_of(tiles: Sequence[Window], slo_ttft: float) -> Incident:
     first, last = recent[0], recent[-1]
     q0 = (_gauge(first, "waiting", "first") or 0.0) + (_gauge(first, "running", "first") or 0.0)
     q1 = (_gauge(last, "waiting", "last") or 0.0) + (_gauge(last, "running", "last") or 0.0)
-    grew = q1 - q0
+    grew = q1 - q0  # over the tiles λ and μ are read on (their noise is the yardstick)
+    now = last
+    if (
+        latest is not None
+        and latest.end > last.end
+        and _gauge(latest, "waiting", "last") is not None
+    ):
+        now = latest
+    backlog = _gauge(now, "waiting", "last") or 0.0
+    running = _gauge(now, "running", "last") or 0.0
     noise = 3.0 * math.sqrt(sum(came) + mu.mid * sum(secs)) + 1.0
-    backlog = _gauge(last, "waiting", "last") or 0.0
-    running = _gauge(last, "running", "last") or 0.0
     span_s = sum(secs)
     seen = (
         f"waiting {(_gauge(first, 'waiting', 'first') or 0):.0f} → {backlog:.0f} over "

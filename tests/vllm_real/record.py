@@ -29,6 +29,8 @@ Run with the project's Python::
         --vllm-flags "--max-num-seqs 4 --dtype float32 ..."
 
 make_recordings.sh runs it that way for tests/data/vllm_real (README.md there).
+record_knee.sh runs it with a phased load (``--phase SECONDS:RATE``, repeated: a surge
+past the server's knee and back) for ``knee.tar.gz``.
 
 Exit status 0 when every request of the steady part succeeded, 1 otherwise.
 """
