@@ -36,10 +36,11 @@ log = logging.getLogger(__name__)
 STOP_S = 5.0  # how long the app's stop waits for the board's and the pricing job's threads
 
 
-def mount(app: FastAPI, pages: Pages, *, path: str = "/ui") -> None:
+def mount(app: FastAPI, pages: Pages, *, path: str = "/ui", warm: bool = True) -> None:
     """Serve the Dash UI for ``pages`` under ``path``; run their warmer with the app, and
     end a count of their fleets' own before the app's store closes. The overview's board
-    (``app.read.board``) is first computed as the app starts."""
+    (``app.read.board``) is first computed as the app starts (``warm``; else when the
+    overview is first asked for: an app without its jobs reads nothing on its own)."""
     board = pages.board if pages.board is not None else Board(pages.data, fleets=pages.fleets)
     pricer = pages.pricer if pages.pricer is not None else PagePricer(pages.data, pages.twin)
     dash_app = build_dash(
@@ -63,7 +64,8 @@ def mount(app: FastAPI, pages: Pages, *, path: str = "/ui") -> None:
     @asynccontextmanager
     async def lifespan(a: Any) -> AsyncIterator[Any]:
         async with inner(a) as state:
-            board.start()
+            if warm:
+                board.start()
             if warmer is not None:
                 warmer.start()
             try:
@@ -114,7 +116,7 @@ def mount_live(
         warm=warm,
         jobs=jobs,
     )
-    mount(app, pages)
+    mount(app, pages, warm=warm)
     return pages.data
 
 
