@@ -70,6 +70,9 @@ OPTIONAL_GAUGE_SIGNALS: tuple[str, ...] = (
     "kv_fetch_waiting_to_start",
     "kv_fetch_in_progress",
     "kv_fetch_completed_waiting",
+    # SGLang with speculative decoding: the accept length (1 + accepted drafts per
+    # step) of its last decode log; 0 without speculation (not kept).
+    "spec_accept_length",
 )
 OPTIONAL_COUNTER_SIGNALS: tuple[str, ...] = (
     "prompt_tokens_local_compute",

@@ -28,9 +28,15 @@ prefill interference or bandwidth, from where its slow gaps came) and a
 ``headline_change`` (the canonical name of what the change moved, on every window that
 is not healthy or idle). Per scenario: the class accuracy, the sub-cause accuracy over
 the windows whose truth has one (the diagnosis' ``sub_cause``), and the headline-change
-accuracy over the windows whose truth has one (the diagnosis' ``changes[0]["signal"]``;
-"n/a" while the diagnosis has no ``changes``). These scenarios run the default
-variation only: each is tuned to its device, model and rate, and has its own baseline.
+accuracy over the windows whose truth has one (the diagnosis' ``changes[0]["signal"]``
+when that change explains any of the symptom, its ``share``; the drafter's acceptance
+counts under either measure, per draft token or per draft; "n/a" while the diagnosis
+has no ``changes``). A window whose diagnosis says its page lacks the change's measure
+(``app.diagnose.changes.attach.UNTOLD``: a stall on a page that counts no engine steps,
+as SGLang's) is no hit, and is counted apart as "cannot tell", with the accuracy over
+the windows where the diagnosis told. These scenarios run the default variation and
+SGLang's pages only: each is tuned to its device, model and rate, and has its own
+baseline.
 
 **Disaggregated prefill/decode fleets** (``app/sim/scenarios/pd/``, default variation
 only): each run is recorded as a fleet (one folder per replica) and replayed as
@@ -67,6 +73,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from app.diagnose.changes.attach import UNTOLD  # noqa: E402
 from app.diagnose.classes import PROBLEM_CLASSES  # noqa: E402
 from app.evaluate.fleet_replay import replay_fleet_recording  # noqa: E402
 from app.evaluate.replay import diagnose_recording  # noqa: E402
@@ -154,14 +161,28 @@ def runs_of(name: str, quick: bool) -> list[Run]:
     return variations(quick)
 
 
+# Names of one change measured another way: the drafter's acceptance per draft token
+# (vLLM's counters) or per draft (SGLang's accept length).
+SAME_CHANGE = {"spec_decode_accepted_per_draft": "spec_decode_acceptance"}
+
+
 def first_change(d: Any) -> str | None:
-    """The signal of a diagnosis' first change (``changes[0]["signal"]``), if it has any."""
+    """The signal of a diagnosis' headline change (its first change, when that explains
+    any of the symptom: ``app.diagnose.changes.headline``), if it has one."""
     changes = getattr(d, "changes", None)
     if not changes:
         return None
     first = changes[0]
-    signal = first.get("signal") if isinstance(first, Mapping) else getattr(first, "signal", None)
-    return None if signal is None else str(signal)
+    get = first.get if isinstance(first, Mapping) else lambda k: getattr(first, k, None)
+    signal, share = get("signal"), get("share")
+    if signal is None or not share:
+        return None
+    return SAME_CHANGE.get(str(signal), str(signal))
+
+
+def cannot_tell(d: Any) -> bool:
+    """The diagnosis says its page lacks the measure of the change (``UNTOLD``)."""
+    return any(str(n).startswith(UNTOLD) for n in getattr(d, "notes", ()) or ())
 
 
 def _scenario(run: Run) -> Any:
@@ -264,6 +285,7 @@ def evaluate_pd(run: Run) -> dict[str, Any]:
                     "sub": None if d.sub_cause is None else str(d.sub_cause),
                     "has_changes": False,
                     "headline": None,
+                    "cannot_tell": False,
                     "straddles": len({r["phase"] for r in inside}) > 1,
                     "phase": inside[-1]["phase"],
                     "confidence": d.confidence,
@@ -332,6 +354,7 @@ def evaluate(run: Run) -> dict[str, Any]:
                 "sub": None if d.sub_cause is None else str(d.sub_cause),
                 "has_changes": hasattr(d, "changes"),
                 "headline": first_change(d),
+                "cannot_tell": cannot_tell(d),
                 "hints": [h.id for h in d.hints],
                 "straddles": len(phases) > 1,
                 "phase": inside[-1]["phase"],
@@ -390,6 +413,8 @@ def report(results: list[dict[str, Any]], elapsed: float) -> None:
     # scenario -> [correct, judged] for the sub-cause and the headline change
     sub_ok: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     head_ok: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+    # scenario -> windows whose diagnosis says its page cannot tell the change
+    untold: Counter[str] = Counter()
     has_changes = False
     for res in results:
         if "error" in res:
@@ -408,6 +433,8 @@ def report(results: list[dict[str, Any]], elapsed: float) -> None:
             if w["truth_headline"] is not None:
                 head_ok[run.scenario][0] += w["headline"] == w["truth_headline"]
                 head_ok[run.scenario][1] += 1
+                if w["cannot_tell"]:
+                    untold[run.scenario] += 1
             if w["ambiguous"]:
                 amb_n += 1
                 amb_ok += w["truth"] == w["pred"]
@@ -457,6 +484,7 @@ def report(results: list[dict[str, Any]], elapsed: float) -> None:
             f"scenario_{name}: class {ok / n:.3f} ({n} windows); "
             f"sub_cause {_share(sub_ok.get(name))}; "
             f"headline_change {_share(head_ok.get(name), has_changes)}"
+            + (f", cannot tell {untold[name]}" if untold[name] else "")
         )
     for name, counter in sorted(subs.items()):
         print(f"decode_sub_causes_{name}: {dict(counter)}")
@@ -501,6 +529,14 @@ def report(results: list[dict[str, Any]], elapsed: float) -> None:
     ):
         total_ok = [sum(table[n][0] for n in table), sum(table[n][1] for n in table)]
         print(f"{what}_accuracy: {_share(total_ok, known)} (target >= {target:.2f})")
+    told = [
+        sum(head_ok[n][0] for n in head_ok),
+        sum(head_ok[n][1] for n in head_ok) - sum(untold.values()),
+    ]
+    print(
+        f"headline_change_cannot_tell: {sum(untold.values())} windows whose page lacks the "
+        f"change's measure, said so (not a hit); accuracy where told {_share(told, has_changes)}"
+    )
     cls_changed = [
         sum(per_scenario[n][0] for n in changed),
         sum(per_scenario[n][1] for n in changed),

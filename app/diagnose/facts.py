@@ -109,6 +109,9 @@ class Facts:
     probe: ProbeFacts | None = None
     # A P/D member's window (``app.windows.transferfacts``): its KV transfer.
     transfer: TransferFacts | None = None
+    # SGLang's ITL histogram is per token: each output event's interval divided among
+    # the tokens it brought (vLLM's is one gap per event).
+    itl_per_token: bool = False
 
     def numbers(self) -> dict[str, float | None]:
         """The numeric readings, for ``Diagnosis.facts`` (flags and lists left out)."""
@@ -328,4 +331,5 @@ def derive(window: Window) -> Facts:
         derived=window.derived,
         probe=probe_facts(window),
         transfer=transfer_facts(window),
+        itl_per_token=window.info.get("engine_kind") == "sglang",
     )

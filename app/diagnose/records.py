@@ -192,6 +192,7 @@ _CHANGE_NAMES: dict[str, tuple[str, str]] = {
     "kv_usage_avg": ("KV-cache usage", "ratio"),
     "step_tokens_p99": ("tokens per step p99", ""),
     "spec_decode_acceptance": ("speculative-decoding acceptance", "ratio"),
+    "spec_decode_accepted_per_draft": ("accepted draft tokens per step", ""),
     "steps_per_s": ("engine steps", "/s"),
     "uncached_prompt_tokens_mean": ("uncached prompt tokens", ""),
     "steps_per_output_token": ("decode steps per output token", ""),

@@ -154,7 +154,8 @@ _WEIGHTS: dict[str, Callable[[Window], float | None]] = {
     "prefix_cache_hit_rate": lambda w: w.increases.get("prefix_queries", w.covered),
     "external_prefix_cache_hit_rate": lambda w: w.increases.get("external_prefix_queries"),
     "spec_decode_acceptance": lambda w: w.increases.get("spec_draft_tokens"),
-    "spec_decode_accepted_per_draft": lambda w: w.increases.get("spec_drafts"),
+    # SGLang counts no drafts: its accept-length gauge is averaged over covered seconds.
+    "spec_decode_accepted_per_draft": lambda w: w.increases.get("spec_drafts", w.covered),
     "tokens_per_step_mean": lambda w: w.observations.get("step_tokens"),
     "step_tokens_p99": lambda w: w.observations.get("step_tokens"),
 }

@@ -9,8 +9,9 @@
   caller's ``NormalizeCache``, reads each layout once).
 * Gauges: ``running``, ``waiting`` and the ``waiting_*`` reasons summed; ``kv_usage`` the
   maximum; ``prefix_hit_rate``
-  the mean of the engines that report it (-1: caching disabled, left out). Per-engine
-  values are kept in ``engines``.
+  the mean of the engines that report it (-1: caching disabled, left out), and so
+  SGLang's ``spec_accept_length`` (0: not speculating, left out). Per-engine values are
+  kept in ``engines``.
 * Counters: the newest family the stream carries; ``finished:<reason>`` per reason; a
   labelled family's values under their own signals (``app.scrape.signals``).
 * A signal with a value it cannot take, or withheld while gathering, is left out and
@@ -37,6 +38,8 @@ from app.scrape.validity import cumulative_ok, gauge_ok
 __all__ = ["Gathered", "HistogramSeries", "Layout", "build"]
 
 _MAX_GAUGES = frozenset({"kv_usage"})
+# Per-engine rates, not counts: their mean.
+_MEAN_GAUGES = frozenset({"prefix_hit_rate", "spec_accept_length"})
 _LAYOUT_LIMIT = 50_000
 # A bucket layout as read: finite bounds ascending, the index in page order of each, and
 # the index of the +Inf bucket (None when absent). Layouts repeat every scrape.
@@ -210,12 +213,16 @@ def _gauges(
             values = [(engine, v) for engine, v in values if v >= 0]  # -1: caching is off
             if not values:
                 continue
+        if signal == "spec_accept_length":
+            values = [(engine, v) for engine, v in values if v >= 1]  # 0: not speculating
+            if not values:
+                continue
         per_engine: dict[str, list[float]] = {}
         for engine, value in values:
             per_engine.setdefault(engine, []).append(value)
         for engine, engine_values in per_engine.items():
             engines.setdefault(engine, {})[signal] = _combine(signal, engine_values)
-        if signal == "prefix_hit_rate":
+        if signal in _MEAN_GAUGES:
             rates = [engines[e][signal] for e in per_engine]
             gauges[signal] = sum(rates) / len(rates)
         else:
@@ -224,10 +231,10 @@ def _gauges(
 
 
 def _combine(signal: str, values: list[float]) -> float:
-    """Fold values of one gauge: max for KV usage, mean for the hit rate, else the sum."""
+    """Fold values of one gauge: max for KV usage, mean for the rates, else the sum."""
     if signal in _MAX_GAUGES:
         return max(values)
-    if signal == "prefix_hit_rate":
+    if signal in _MEAN_GAUGES:
         return sum(values) / len(values)
     return sum(values)
 

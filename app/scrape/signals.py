@@ -161,6 +161,9 @@ GAUGE_SOURCES: dict[str, tuple[str, ...]] = {
     # SGLang: the share of the KV pool's tokens in use.
     "kv_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage"),
     "prefix_hit_rate": ("vllm:gpu_prefix_cache_hit_rate",),
+    # SGLang's accept length of speculative decoding (its spec_accept_rate is not read:
+    # releases differ on whether it counts the bonus token).
+    "spec_accept_length": ("sglang:spec_accept_length",),
     **_by_label(GAUGES_BY_LABEL),
 }
 COUNTER_SOURCES: dict[str, tuple[str, ...]] = {

@@ -70,6 +70,16 @@ def _scheduler(out: list[Family], src: Source, labels: dict[str, str]) -> None:
         ),
     ]
     out.extend(_one("gauge", name, help_, labels, value) for name, help_, value in gauges)
+    accept = _AcceptLength(m)
+    out.append(
+        _one(
+            "gauge",
+            "sglang:spec_accept_length",
+            "The average acceptance length of speculative decoding.",
+            labels,
+            accept.read,
+        )
+    )
     out.append(
         _one(
             "counter",
@@ -165,6 +175,27 @@ def _pool_tokens(cache_labels: dict[str, str]) -> int:
         return int(cache_labels["num_gpu_blocks"]) * int(cache_labels["block_size"])
     except (KeyError, ValueError):
         return 0
+
+
+class _AcceptLength:
+    """SGLang's ``spec_accept_length``: tokens a decode step yields per request (1 +
+    accepted drafts) over its last decode log; here over the steps since the page was
+    last read (SGLang logs every 40 decode steps). 0 without speculative decoding; the
+    last value while no step drafted."""
+
+    def __init__(self, m: MetricState) -> None:
+        self.m = m
+        self.drafts = 0.0
+        self.accepted = 0.0
+        self.value = 0.0
+
+    def read(self) -> float:
+        m = self.m
+        drafts = m.spec_drafts - self.drafts
+        if m.spec_tokens and drafts > 0:
+            self.value = 1.0 + (m.spec_accepted_tokens - self.accepted) / drafts
+        self.drafts, self.accepted = m.spec_drafts, m.spec_accepted_tokens
+        return self.value
 
 
 def _hit_rate(m: MetricState) -> float:

@@ -65,6 +65,18 @@ def _queue_change(running: GaugeStats | None, waiting: GaugeStats | None) -> flo
     return (r1 + w1) - (r0 + w0)
 
 
+def _accepted_per_draft(
+    increases: Mapping[str, float], gauges: Mapping[str, GaugeStats]
+) -> float | None:
+    """Accepted draft tokens per draft: vLLM's counters, else SGLang's accept length
+    gauge (1 + accepted per step, its last decode log's) averaged over the window."""
+    counted = _ratio(increases.get("spec_accepted_tokens"), increases.get("spec_drafts"))
+    if counted is not None or "spec_drafts" in increases:
+        return counted
+    length = _avg(gauges, "spec_accept_length")
+    return None if length is None or length < 1 else length - 1.0
+
+
 def derive(
     *,
     covered: float,
@@ -97,7 +109,10 @@ def derive(
       (1 − ``prefix_cache_hit_rate``).
     * ``prefix_cache_hit_rate``: as :func:`prefix_hit_ratio`.
     * ``spec_decode_acceptance``: accepted / draft tokens; ``spec_decode_accepted_per_draft``
-      accepted tokens per draft (vLLM's "mean acceptance length" is 1 + it).
+      accepted tokens per draft (vLLM's "mean acceptance length" is 1 + it); on SGLang,
+      which counts no drafts, its ``spec_accept_length`` gauge's window average − 1 (the
+      gauge is the last decode log's, every 40 steps by default: a sample, not a count),
+      and no ``spec_decode_acceptance`` (the draft tokens per step are not on the page).
     * ``steps_per_s``, ``tokens_per_step_mean``, ``step_tokens_p99``: from the
       ``step_tokens`` histogram (``vllm:iteration_tokens_total``), one observation per
       engine step: its Δcount per second, its mean and its p99 (its buckets mislead
@@ -128,9 +143,7 @@ def derive(
         spec_decode_acceptance=_ratio(
             increases.get("spec_accepted_tokens"), increases.get("spec_draft_tokens")
         ),
-        spec_decode_accepted_per_draft=_ratio(
-            increases.get("spec_accepted_tokens"), increases.get("spec_drafts")
-        ),
+        spec_decode_accepted_per_draft=_accepted_per_draft(increases, gauges),
         steps_per_s=_ratio(steps, covered),
         tokens_per_step_mean=means.get("step_tokens"),
         step_tokens_p99=None if step_p99 is None else step_p99.value,

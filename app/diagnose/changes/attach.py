@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.diagnose.changes.models import COMPARED
-from app.diagnose.changes.rank import rank
+from app.diagnose.changes.rank import headline, rank
 from app.diagnose.classify import with_changed_hints
 from app.diagnose.config import DiagnosisConfig
 from app.diagnose.hints import reorder
@@ -21,6 +21,7 @@ from app.model import Derived, Window
 from app.windows.probefacts import is_probe_window
 
 __all__ = [
+    "UNTOLD",
     "LOOKBACK_S",
     "MIN_HEALTHY_S",
     "MIN_SHORT_S",
@@ -37,6 +38,21 @@ __all__ = [
 LOOKBACK_S = 3600.0
 MIN_HEALTHY_S = 600.0
 MIN_SHORT_S = SHORT_BASELINE_S
+
+
+# The note a diagnosis carries when the page lacks the measure of its class's change.
+UNTOLD = "what changed cannot be told"
+
+
+def untold(cls: str, window: Window) -> str | None:
+    """Why the change behind ``cls`` is not on this window's page, or None.
+
+    A stall is the engine's steps stopping; a page without the step histogram (vLLM
+    before 0.7, SGLang) does not count them, and what it does count — completions,
+    tokens — falls with any stall and names none (``models._stalled``)."""
+    if cls == "stalled" and window.derived.steps_per_s is None:
+        return f"{UNTOLD}: the page counts no engine steps, and a stall is the steps stopping"
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,8 +96,14 @@ def with_changes(
             baseline_seconds=baseline.info.healthy_s,
         )
     sentence = change_sentence(changes, info, no_history=no_history)
+    notes = diagnosis.notes
+    why = untold(str(diagnosis.cls), window)
+    if why is not None and info is not None and info.enough and not headline(changes):
+        sentence, notes = why, (*notes, why)
     summary = f"{diagnosis.summary}; {sentence}" if sentence else diagnosis.summary
-    out = dataclasses.replace(diagnosis, changes=changes, baseline=info, summary=summary)
+    out = dataclasses.replace(
+        diagnosis, changes=changes, baseline=info, summary=summary, notes=notes
+    )
     if not changes:
         return out
     if config is not None:
@@ -101,6 +123,9 @@ def change_of(payload: Mapping[str, Any]) -> str | None:
     stored before changes were ranked)."""
     if "changes" not in payload or str(payload.get("class")) not in COMPARED:
         return None
+    said = [n for n in payload.get("notes") or [] if str(n).startswith(UNTOLD)]
+    if said:
+        return str(said[0])
     base = payload.get("baseline")
     info = None
     if isinstance(base, Mapping):

@@ -30,9 +30,10 @@ signals' contributions (``pair``).
   sub-cause also the prefill chunks that stall the steps: arrivals × uncached prompt
   tokens, and a larger ``step_tokens_p99`` than the batch accounts for (a raised budget).
   Only when none of them moved: slower steps (``steps_per_s``).
-* ``stalled`` — the engine stopped stepping: ``steps_per_s`` (``completion_rate`` on a
-  page without the step histogram; never the arrivals, which a hung engine's frozen
-  gauges read as none). So does any window with
+* ``stalled`` — the engine stopped stepping: ``steps_per_s`` (never the arrivals, which
+  a hung engine's frozen gauges read as none). A page without the step histogram (vLLM
+  < 0.7, SGLang) cannot tell it: nothing is credited, and the diagnosis says so
+  (``attach.UNTOLD``). So does any window with
   requests in the engine and no step at all where the baseline stepped: no completion,
   no token and a frozen batch are what a stall looks like, not separate changes.
 
@@ -187,11 +188,11 @@ def _decode(p: Pair, sub: str | None) -> Tally:
 
 
 def _stalled(p: Pair, sub: str | None) -> Tally:
+    """The steps stopping; on a page that counts no steps (vLLM < 0.7, SGLang) nothing
+    is credited: fewer completions follow from any stall and say nothing of it
+    (``attach`` says the change cannot be told)."""
     t = Tally()
-    steps = neg(p.lr("steps_per_s"))
-    t.add("steps_per_s", steps)
-    if steps is None:  # a page without the step histogram (vLLM < 0.7): no completions
-        t.add("completion_rate", neg(p.lr("completion_rate")))
+    t.add("steps_per_s", neg(p.lr("steps_per_s")))
     return t
 
 

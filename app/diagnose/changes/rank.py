@@ -27,6 +27,16 @@ _EVENTS: dict[str, str] = {
 }
 
 
+def _measured_as(p: Pair, name: str) -> str:
+    """The name a candidate is shown under: the drafter's acceptance per draft token, or
+    where the page gives only its accept length (SGLang), per draft
+    (``spec_decode_accepted_per_draft``)."""
+    per_draft = "spec_decode_accepted_per_draft"
+    if name == "spec_decode_acceptance" and p.both(name) is None and p.both(per_draft):
+        return per_draft
+    return name
+
+
 def _moved(p: Pair, name: str) -> float:
     """How far a signal moved, for listing and ordering the changes that explain nothing."""
     cur, base = p.values(name)
@@ -94,16 +104,17 @@ def rank(
     total = sum(explaining.values())
     out: list[tuple[float, float, float, int, Change]] = []
     for i, name in enumerate(SIGNALS):
-        cur, base = p.values(name)
+        shown = _measured_as(p, name)
+        cur, base = p.values(shown)
         if cur is None or base is None:
             continue
         share = explaining.get(name, 0.0) / total if total > 0 else 0.0
-        moved = _moved(p, name)
+        moved = _moved(p, shown)
         if share <= 0 and moved < _NOTABLE:
             continue
         effect = tally.effects.get(name) if share > 0 else None
         change = Change(
-            signal=name,
+            signal=shown,
             baseline=base,
             value=cur,
             ratio=cur / base if base > 0 else None,

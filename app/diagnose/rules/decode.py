@@ -44,8 +44,9 @@ def decode_bound(x: Inputs) -> RuleResult:
     shown = fmt_value(value, "s", breach.evidence.ge)
     if sub is SubCause.SPEC_DECODE_REGRESSION:
         accepted = f.derived.spec_decode_accepted_per_draft
+        stat = "mean" if breach.evidence.signal == "itl_mean_per_token" else "p99"
         summary = (
-            f"Decode-bound (speculative decoding): per-token p99 {shown} > "
+            f"Decode-bound (speculative decoding): per-token {stat} {shown} > "
             f"{fmt_value(slo.itl_p99, 's')} with {fmt_value(accepted)} accepted draft tokens "
             "per step: speculation no longer multiplies the tokens each step yields"
         )

@@ -82,8 +82,11 @@ def queue_dominated(f: Facts, cfg: DiagnosisConfig) -> tuple[bool | None, tuple[
 
 
 def speculating(f: Facts) -> bool:
-    """Speculative decoding drafted tokens in the window."""
-    return f.spec_draft_tokens is not None and f.spec_draft_tokens > 0
+    """Speculative decoding drafted tokens in the window (vLLM's counters), or the page
+    gives an accept length (SGLang's gauge, which counts no drafts)."""
+    if f.spec_draft_tokens is not None:
+        return f.spec_draft_tokens > 0
+    return f.derived.spec_decode_accepted_per_draft is not None
 
 
 def decode_breach(f: Facts, slo: Slo) -> Breach:
@@ -93,6 +96,13 @@ def decode_breach(f: Facts, slo: Slo) -> Breach:
     draft tokens and ITL is the gap between events, not tokens: TPOT (per request) where
     the page has it, else ITL / (1 + accepted per draft) — the histogram's bounds scaled
     alike, and never proven (the tokens per event vary around that mean).
+
+    SGLang's ITL is already per token (an event's interval divided among its tokens), so
+    a step that accepts no draft puts its whole interval on one token: its p99 is the
+    step time, no request's time per output token. SGLang has no TPOT histogram, so a
+    speculating SGLang stream is judged on the window's mean time per output token (the
+    ITL histogram's sum / count: each request's TPOT is the mean of its tokens' gaps),
+    never proven — the p99 over requests is not on the page.
     """
     r = str(C.DECODE_BOUND)
     accepted = f.derived.spec_decode_accepted_per_draft
@@ -100,6 +110,19 @@ def decode_breach(f: Facts, slo: Slo) -> Breach:
     if speculating(f) and f.tpot_n > 0:
         b = judge(r, "tpot_p99", f.tpot_p99, f.tpot_p99_ge, f.tpot_hist, slo.itl_p99)
         return _noted(b, f"{note}; judged on TPOT")
+    if speculating(f) and f.itl_per_token and f.itl_n > 0 and f.itl_mean is not None:
+        per_token = f"{note}; SGLang's ITL is per token, its p99 a step: judged on the mean"
+        ev = evidence(
+            C.DECODE_BOUND,
+            "itl_mean_per_token",
+            f.itl_mean,
+            ">",
+            slo.itl_p99,
+            f.itl_mean > slo.itl_p99,
+            "s",
+            note=per_token,
+        )
+        return Breach(ev.holds is True, False, ev)
     if speculating(f) and f.itl_n > 0 and accepted is not None and f.itl_p99 is not None:
         k = 1.0 + accepted
         hist = None
