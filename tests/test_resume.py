@@ -25,6 +25,7 @@ from app.sim.record import record
 from app.sources.recording import record_into
 from app.store.resume import ResumeState, ResumeStore
 from app.store.sqlite import Store
+from tests.waiting import wait_for
 
 URL = "http://127.0.0.1:9/metrics"
 
@@ -189,10 +190,17 @@ def test_the_overview_after_a_restart_reads_no_raw_deltas(tmp_path: Path) -> Non
 
         service.store.intervals = counted
         values = {("overview-tick", "n_intervals"): 0, ("overview-page", "data"): 1}
-        answer = dash_callback(
-            svc.url, "overview-cards.children", values, "overview-tick.n_intervals"
-        )
-        assert "queue_bound" in answer and "error budget (default)" in answer
+
+        def cards() -> str | None:
+            """The overview's answer once its board is computed (the first ones say it is
+            being computed: app.read.board)."""
+            answer = dash_callback(
+                svc.url, "overview-cards.children", values, "overview-tick.n_intervals"
+            )
+            return answer if "queue_bound" in answer else None
+
+        answer = wait_for(cards, 60, "the overview's cards")
+        assert "error budget (default)" in answer
         assert reads == []
     finally:
         svc.close()
