@@ -151,6 +151,9 @@ def seeded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Seeded]:
                 {"name": "evil", "url": "http://127.0.0.1:9/metrics"},
             ],
             "storage": {"path": str(root / "pw.db")},
+            # The twin priced for the page at a whole core (whatif.cpu_share), not paced at a
+            # quarter: what is shown is under test here, the pacing in test_hint_effects.
+            "whatif": {"cpu_share": 1.0},
         },
     )
     svc = ServiceThread(create_app(settings, start_jobs=False))

@@ -88,6 +88,9 @@ def fleet_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                 for i in range(3)
             ],
             "storage": {"path": str(root / "pw.db")},
+            # The twin priced for the page at a whole core (whatif.cpu_share), not paced at a
+            # quarter: what is shown is under test here, the pacing in test_hint_effects.
+            "whatif": {"cpu_share": 1.0},
             "fleet": {"group_by": ["cluster"]},
             "slos": [{"name": "chat", "ttft": 2.0, "itl": 0.1, "target": 0.99, "period": "30d"}],
         },

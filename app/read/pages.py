@@ -121,6 +121,10 @@ def live_pages(
         found: TwinEffects | None = getattr(service(), "effects", None)
         return found
 
+    def share() -> float:  # the service's whatif.cpu_share (the pages' own job's floor)
+        found = getattr(service(), "effects", None)
+        return float(getattr(found, "cpu_share", 0.0))
+
     return Pages(
         data,
         alerts=StoreAlerts(lambda: service().store) if alerts else NoAlerts(),
@@ -128,7 +132,7 @@ def live_pages(
         twin=twin,
         warmer=Warmer(data) if warm else None,
         board=Board(data, fleets=fleets),
-        pricer=PagePricer(data, twin, job if jobs else None),
+        pricer=PagePricer(data, twin, job if jobs else None, share),
     )
 
 

@@ -30,7 +30,8 @@ from app.read.twincache import BUCKET_S, Intervals, TwinCache, bucket_end
 log = logging.getLogger(__name__)
 
 # The pages' own job prices only what a page asked, at the share a pricing takes while it
-# runs (``app.read.effects.PRICING_SHARE``): the pages' requests keep the rest.
+# runs (``app.read.effects.PRICING_SHARE``): the pages' requests keep the rest; a larger
+# ``whatif.cpu_share`` configured for the service is theirs too.
 OWN_SHARE = PRICING_SHARE
 OWN_EVERY_S = 2.0
 NEEDS_HISTORY = "needs the stored history (not this source)"
@@ -53,10 +54,13 @@ class PagePricer:
         data: UiData,
         cache: TwinCache,
         job: Callable[[], TwinEffects | None] | None = None,
+        share: Callable[[], float] | None = None,
     ) -> None:
         self.data = data
         self.cache = cache
         self._job = job
+        # The configured pricing share (``whatif.cpu_share``), where more than OWN_SHARE.
+        self._share = share
         self._own: TwinEffects | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -78,9 +82,8 @@ class PagePricer:
             return None
         with self._lock:
             if self._own is None:
-                self._own = TwinEffects(
-                    intervals, self.data.config, self.cache, cpu_share=OWN_SHARE
-                )
+                share = OWN_SHARE if self._share is None else max(OWN_SHARE, self._share())
+                self._own = TwinEffects(intervals, self.data.config, self.cache, cpu_share=share)
             if self._thread is None and not self._stop.is_set():
                 self._thread = threading.Thread(
                     target=self._run, name="phasewatch-ui-pricing", daemon=True
