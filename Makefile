@@ -53,8 +53,9 @@ sysdeps:
 	fi
 
 # The suite in TEST_WORKERS processes (pytest-xdist). Many tests wait on real scrape
-# rounds, servers and browsers, so one more worker than this machine's two cores: 3 ran
-# in 357 s, 2 in 382 s, 4 in 386 s, one process in 825 s (BENCHMARKS.md, "The test suite").
+# rounds, servers and browsers, so one more worker than this machine's two cores (3 ran
+# fastest of 2-4 when the suite was smaller; a fresh clone now takes ~9 min, CPU-bound:
+# BENCHMARKS.md, "The test suite").
 # --dist loadfile keeps a file on one worker, so a module's Prometheus, Alertmanager,
 # Chromium or seeded store is started once; the slowest files start first
 # (tests/conftest.py). The 20 slowest tests are named at the end. The lint runs beside the
