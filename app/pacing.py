@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-__all__ = ["BACKGROUND_SHARE", "SLO_SHARE", "Pacer", "pace", "paced"]
+__all__ = ["BACKGROUND_SHARE", "SLO_SHARE", "Pacer", "Stopped", "pace", "paced"]
 
 # The alert rounds and SLO evaluations: at most half the interpreter while they run.
 BACKGROUND_SHARE = 0.5
@@ -25,10 +25,16 @@ BACKGROUND_SHARE = 0.5
 SLO_SHARE = 0.25
 
 
-class Pacer:
-    """Call between items of background work; sleeps to keep the work's share."""
+class Stopped(Exception):
+    """Raised by :class:`Pacer` between items once its ``stop`` is set: the work's owner
+    is shutting down (its store about to close), and the work ends where it stands."""
 
-    __slots__ = ("share", "slice_s", "_sleep", "_clock", "_start")
+
+class Pacer:
+    """Call between items of background work; sleeps to keep the work's share, and
+    raises :class:`Stopped` once ``stop`` is set."""
+
+    __slots__ = ("share", "slice_s", "stop", "_sleep", "_clock", "_start")
 
     def __init__(
         self,
@@ -37,16 +43,20 @@ class Pacer:
         *,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.thread_time,
+        stop: threading.Event | None = None,
     ) -> None:
         if not 0 < share <= 1:
             raise ValueError(f"share must be in (0, 1], got {share}")
         self.share = share
+        self.stop = stop
         self.slice_s = slice_s
         self._sleep = sleep
         self._clock = clock
         self._start = clock()
 
     def __call__(self) -> None:
+        if self.stop is not None and self.stop.is_set():
+            raise Stopped
         worked = self._clock() - self._start
         if worked >= self.slice_s:
             if self.share < 1:

@@ -260,3 +260,33 @@ def test_a_stream_whose_twin_cannot_be_fitted_counts_as_failed(service: Any) -> 
     effects.effects(window, [("replicas", 2.0)])
     assert effects.work() == 1
     assert effects.priced == 1 and effects.failed == 1
+
+
+def test_a_pricing_whose_owner_stops_ends_at_its_next_step(service: Any) -> None:
+    """At shutdown the pages' pricing thread is told to stop (its store is about to
+    close): the twin's next step raises ``Stopped`` through the pacer, the job ends there
+    and counts nothing priced (it used to go on reading a closed store)."""
+    import threading
+
+    from app.pacing import pace
+    from app.read.effects import TwinEffects
+    from app.read.twincache import TwinCache
+
+    stop = threading.Event()
+    pricing: list[bool] = []
+
+    def intervals(*args: Any, **kwargs: Any) -> list[Any]:
+        if pricing:
+            stop.set()  # the owner stops while the stream is being priced
+            pace()  # the next step of the work
+        return []
+
+    effects = TwinEffects(
+        intervals, service.diagnosis_config, TwinCache(), pricing_share=1.0, stop=stop
+    )
+    window = service.evaluator.run(time.time()).streams[0][0]
+    effects.effects(window, [("replicas", 2.0)])
+    assert effects.queued == 1
+    pricing.append(True)
+    assert effects.work() == 0
+    assert stop.is_set() and effects.priced == 0 and effects.failed == 0

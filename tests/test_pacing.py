@@ -70,3 +70,16 @@ def test_pace_calls_the_pacer_of_its_own_thread_only() -> None:
     clock[0] += 0.02
     pace()
     assert len(slept) == 1, "outside the block: nothing"
+
+
+def test_a_pacer_whose_stop_is_set_raises_stopped_between_items() -> None:
+    import threading
+
+    from app.pacing import Stopped
+
+    stop = threading.Event()
+    pacer = Pacer(0.5, stop=stop, sleep=lambda s: None, clock=lambda: 0.0)
+    pacer()  # not stopped: an item passes
+    stop.set()
+    with pytest.raises(Stopped):
+        pacer()

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 from app.diagnose.classes import DiagnosisClass
 from app.diagnose.records import Diagnosis
 from app.model import Window
-from app.pacing import BACKGROUND_SHARE, Pacer, paced
+from app.pacing import BACKGROUND_SHARE, Pacer, Stopped, paced
 from app.read.fleetpage import FleetData
 from app.read.fleetpoints import FleetSummary
 from app.read.points import Card, Point, card_rank
@@ -131,8 +131,11 @@ class Board:
 
     def _run(self) -> None:
         try:
-            with paced(Pacer(BACKGROUND_SHARE)):  # the requests keep half the interpreter
+            # The requests keep half the interpreter; a stop ends it between streams.
+            with paced(Pacer(BACKGROUND_SHARE, stop=self._stop)):
                 self.refresh()
+        except Stopped:
+            return  # the app stops: its store is about to close
         except Exception as exc:  # the next read tries again; the page says why
             self.failed = f"{type(exc).__name__}: {exc}"
             log.exception("the overview's board could not be computed")

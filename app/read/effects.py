@@ -37,7 +37,7 @@ from app.diagnose.config import DiagnosisConfig
 from app.diagnose.effects import Effect, Figure
 from app.evaluate.effects import attach, settings_of
 from app.model import Window
-from app.pacing import Pacer, paced
+from app.pacing import Pacer, Stopped, paced
 from app.read.backlog import (
     backlog_effect,
     growing,
@@ -187,6 +187,7 @@ class TwinEffects:
         clock: Callable[[], float] = time.monotonic,
         cpu: Callable[[], float] = time.thread_time,
         pricing_share: float | None = None,
+        stop: threading.Event | None = None,
     ) -> None:
         if not 0 < cpu_share <= 1:
             raise ValueError(f"cpu_share must be in (0, 1], got {cpu_share}")
@@ -206,6 +207,8 @@ class TwinEffects:
         # Streams whose headroom is prepared for a bucket (app.read.headroom's cache).
         self._rooms: set[tuple[str, str, float]] = set()
         self._lock = threading.Lock()
+        # Set when its owner shuts down: a pricing in progress ends at its next step.
+        self.stop = stop
 
     def effects(self, window: Window, settings: Sequence[Setting]) -> Mapping[Setting, Effect]:
         target, model = window.target, window.model_name
@@ -289,8 +292,11 @@ class TwinEffects:
                 break
             (target, model), asked = picked
             t0 = self._cpu()
-            with paced(Pacer(self.pricing_share)):
-                failed = self._price(target, model, asked)
+            try:
+                with paced(Pacer(self.pricing_share, stop=self.stop)):
+                    failed = self._price(target, model, asked)
+            except Stopped:
+                break  # its owner stops (the store closes): nothing more is priced
             self.spent_s += self._cpu() - t0
             self.priced += 1
             self.failed += failed

@@ -83,7 +83,9 @@ class PagePricer:
         with self._lock:
             if self._own is None:
                 share = OWN_SHARE if self._share is None else max(OWN_SHARE, self._share())
-                self._own = TwinEffects(intervals, self.data.config, self.cache, cpu_share=share)
+                self._own = TwinEffects(
+                    intervals, self.data.config, self.cache, cpu_share=share, stop=self._stop
+                )
             if self._thread is None and not self._stop.is_set():
                 self._thread = threading.Thread(
                     target=self._run, name="phasewatch-ui-pricing", daemon=True
