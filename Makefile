@@ -54,7 +54,7 @@ sysdeps:
 
 # The suite in TEST_WORKERS processes (pytest-xdist). Many tests wait on real scrape
 # rounds, servers and browsers, so one more worker than this machine's two cores (3 ran
-# fastest of 2-4 when the suite was smaller; a fresh clone now takes ~9 min, CPU-bound:
+# fastest of 2-4 when the suite was smaller; a fresh clone now takes 7.5 min, CPU-bound:
 # BENCHMARKS.md, "The test suite").
 # --dist loadfile keeps a file on one worker, so a module's Prometheus, Alertmanager,
 # Chromium or seeded store is started once; the slowest files start first
