@@ -21,6 +21,8 @@
 # (names of the settings below to record, e.g. SETTINGS=maxseqs4).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=tests/vllm_real/serve_vllm.sh
+. "$HERE/serve_vllm.sh"
 RATE="${RATE:-11}"
 SEED="${SEED:-1}"
 WARMUP="${WARMUP:-30}"
@@ -51,28 +53,7 @@ if [ "${1:-}" = "--one" ]; then
   VENV="$1" PROJECT_PY="$2" MODEL_DIR="$3" DIR="$4"
   shift 4
   set -m  # background jobs get their own process group (in this same session)
-  PORT=$("$PROJECT_PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
-    --model "$MODEL_DIR" --served-model-name tiny-llama --host 127.0.0.1 --port "$PORT" \
-    "$@" >"$DIR.vllm.log" 2>&1 &
-  VLLM_PID=$!
-  stop() {
-    kill -TERM -- "-$VLLM_PID" 2>/dev/null || true
-    for _ in $(seq 1 20); do kill -0 "$VLLM_PID" 2>/dev/null || break; sleep 0.5; done
-    kill -KILL -- "-$VLLM_PID" 2>/dev/null || true
-  }
-  trap stop EXIT
-  trap 'exit 143' TERM INT
-  t_start=$(date +%s)
-  for _ in $(seq 1 300); do
-    if ! kill -0 "$VLLM_PID" 2>/dev/null; then
-      echo "vLLM exited during start-up:"; tail -30 "$DIR.vllm.log"; exit 1
-    fi
-    if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
-    sleep 1
-  done
-  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "vLLM did not start"; exit 1; }
-  echo "vLLM up on 127.0.0.1:$PORT in $(( $(date +%s) - t_start )) s ($*)"
+  start_vllm "$VENV" "$PROJECT_PY" "$MODEL_DIR" "$DIR.vllm.log" "$@"
   "$PROJECT_PY" "$HERE/record.py" "http://127.0.0.1:$PORT" "$DIR" "${LOAD[@]}" \
     --vllm-flags "$*"
   exit $?

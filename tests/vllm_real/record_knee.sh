@@ -17,6 +17,8 @@
 # CPU and it measured 2.6 req/s, while the engine then served 4.2 req/s with no queue.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=tests/vllm_real/serve_vllm.sh
+. "$HERE/serve_vllm.sh"
 LOW="${LOW:-0.6}" HIGH="${HIGH:-1.6}" POST="${POST:-0.5}"
 BEFORE="${BEFORE:-60}" SURGE="${SURGE:-90}" AFTER="${AFTER:-180}" SEED="${SEED:-1}"
 MIX=(--class 8:80:128 --class 2:320:512)
@@ -27,28 +29,7 @@ if [ "${1:-}" = "--one" ]; then
   shift
   VENV="$1" PROJECT_PY="$2" MODEL_DIR="$3" DIR="$4"
   set -m
-  PORT=$("$PROJECT_PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-  "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
-    --model "$MODEL_DIR" --served-model-name tiny-llama --host 127.0.0.1 --port "$PORT" \
-    "${FLAGS[@]}" >"$DIR.vllm.log" 2>&1 &
-  VLLM_PID=$!
-  stop() {
-    kill -TERM -- "-$VLLM_PID" 2>/dev/null || true
-    for _ in $(seq 1 20); do kill -0 "$VLLM_PID" 2>/dev/null || break; sleep 0.5; done
-    kill -KILL -- "-$VLLM_PID" 2>/dev/null || true
-  }
-  trap stop EXIT
-  trap 'exit 143' TERM INT
-  t_start=$(date +%s)
-  for _ in $(seq 1 300); do
-    if ! kill -0 "$VLLM_PID" 2>/dev/null; then
-      echo "vLLM exited during start-up:"; tail -30 "$DIR.vllm.log"; exit 1
-    fi
-    if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
-    sleep 1
-  done
-  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "vLLM did not start"; exit 1; }
-  echo "vLLM up on 127.0.0.1:$PORT in $(( $(date +%s) - t_start )) s"
+  start_vllm "$VENV" "$PROJECT_PY" "$MODEL_DIR" "$DIR.vllm.log" "${FLAGS[@]}"
   if [ -n "${CAPACITY:-}" ]; then
     echo "{\"capacity_rps\": $CAPACITY, \"given\": true}" >"$DIR.probe.json"
   else

@@ -45,6 +45,8 @@
 #                 (decode-heavy; B at about 0.8 of its own capacity)  --set max_num_seqs=4
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
+# shellcheck source=tests/vllm_real/serve_vllm.sh
+. "$HERE/serve_vllm.sh"
 WARMUP="${WARMUP:-30}"  # the environment may override these two (a quick check)
 PAUSE="${PAUSE:-10}"
 PAIRS_ALL="traffic2 maxseqs4to16 kvpool4x budget budgetup kvpool15 maxseqsdown"
@@ -159,29 +161,8 @@ if [ "${1:-}" = "--one" ]; then
   VENV="$1" PROJECT_PY="$2" MODEL_DIR="$3" DIR="$4" RUNS="$5" STEADY="$6" LOAD="$7"
   shift 7
   set -m  # background jobs get their own process group (in this same session)
-  PORT=$("$PROJECT_PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   echo "=== $(date -u +%FT%TZ) start: $*" >>"$DIR/vllm.log"
-  "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
-    --model "$MODEL_DIR" --served-model-name tiny-llama --host 127.0.0.1 --port "$PORT" \
-    "$@" >>"$DIR/vllm.log" 2>&1 &
-  VLLM_PID=$!
-  stop() {
-    kill -TERM -- "-$VLLM_PID" 2>/dev/null || true
-    for _ in $(seq 1 20); do kill -0 "$VLLM_PID" 2>/dev/null || break; sleep 0.5; done
-    kill -KILL -- "-$VLLM_PID" 2>/dev/null || true
-  }
-  trap stop EXIT
-  trap 'exit 143' TERM INT
-  t_start=$(date +%s)
-  for _ in $(seq 1 300); do
-    if ! kill -0 "$VLLM_PID" 2>/dev/null; then
-      echo "vLLM exited during start-up:"; tail -30 "$DIR/vllm.log"; exit 1
-    fi
-    if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then break; fi
-    sleep 1
-  done
-  curl -sf "http://127.0.0.1:$PORT/health" >/dev/null || { echo "vLLM did not start"; exit 1; }
-  echo "vLLM up on 127.0.0.1:$PORT in $(( $(date +%s) - t_start )) s ($*)"
+  start_vllm "$VENV" "$PROJECT_PY" "$MODEL_DIR" "$DIR/vllm.log" "$@"
   if [ -n "${CAPACITY_FILE:-}" ]; then  # a load sized as a share of A's capacity
     if [ ! -f "$CAPACITY_FILE" ]; then
       echo "probing A's capacity ($PROBE)"
